@@ -1,0 +1,2 @@
+export { AgentError, ERROR_CODES, HTTP_STATUS_BY_CODE, isAgentError, toAgentError } from './agent-error.js';
+export type { AgentErrorOptions, ErrorBody, ErrorCode } from './agent-error.js';

@@ -1,0 +1,4 @@
+export * from './errors/index.js';
+export type * from './ports/index.js';
+export * from './protocol/content.js';
+export type * from './protocol/gemini.js';

@@ -1,0 +1,20 @@
+export type {
+  BackendClient,
+  ExecuteStepRequest,
+  ExecuteStepResponse,
+  UploadGeminiFileRequest,
+  UploadGeminiFileResponse,
+} from './backend-client.js';
+export type { InteractionStore } from './interaction-store.js';
+export type { DriveOperationsClient, DriveFile, SheetValues } from './drive-operations-client.js';
+
+import type { BackendClient } from './backend-client.js';
+import type { DriveOperationsClient } from './drive-operations-client.js';
+import type { InteractionStore } from './interaction-store.js';
+
+/** The three injected ports a run needs. `drive` is optional: memory features turn off without it. */
+export interface AgentPorts {
+  backend: BackendClient;
+  store: InteractionStore;
+  drive?: DriveOperationsClient;
+}
