@@ -1,0 +1,354 @@
+import { z } from 'zod';
+import { AgentError } from '../errors/index.js';
+import type { Part } from '../protocol/content.js';
+import {
+  DEFAULT_MIME_TYPE,
+  extensionFromMimeType,
+  fileNamePrefixFromMimeType,
+  mimeTypeFromFileName,
+} from './mime-types.js';
+
+/** How a file's `data` is to be read: text, base64 bytes, a file URI or a stored-data handle. */
+export type FileDescriptorType = 'text' | 'inlineData' | 'fileData' | 'storedData';
+
+/**
+ * One file of the agent file system (reference §5.1). `data` holds the text for `text` files, base64
+ * for `inlineData`, the URI for `fileData` and the handle for `storedData`.
+ */
+export interface FileDescriptor {
+  data: string;
+  mimeType: string;
+  type: FileDescriptorType;
+  /** Kept from an `inlineData.title`. */
+  title?: string;
+  /** Kept from a Drive `fileData` / `storedData` part. */
+  resourceKey?: string;
+}
+
+/** Reads a virtual file's current text; it runs on every read, never at registration. */
+export type SystemFileGetter = () => string | Promise<string>;
+
+/** One file of a {@link FileSystemSnapshot}: its path and descriptor. */
+export const FileEntrySnapshotSchema = z.object({
+  path: z.string(),
+  data: z.string(),
+  mimeType: z.string(),
+  type: z.enum(['text', 'inlineData', 'fileData', 'storedData']),
+  title: z.string().optional(),
+  resourceKey: z.string().optional(),
+});
+
+/**
+ * The saved form of an {@link AgentFileSystem}: plain JSON that survives `JSON.stringify` /
+ * `JSON.parse` unchanged. Files are a list so insertion order never depends on key shapes; routes
+ * hold only the ones added (`""` and `"/"` are implicit). System files are not saved: whoever
+ * restores the file system registers them again.
+ */
+export const FileSystemSnapshotSchema = z.object({
+  files: z.array(FileEntrySnapshotSchema),
+  routes: z.record(z.string(), z.string()),
+  fileCount: z.number().int().nonnegative(),
+});
+
+/** The saved form of an {@link AgentFileSystem}, see {@link FileSystemSnapshotSchema}. */
+export type FileSystemSnapshot = z.infer<typeof FileSystemSnapshotSchema>;
+
+/** The longest excerpt of an unsupported part quoted in an error message. */
+const MAX_QUOTED_PART_LENGTH = 200;
+
+/**
+ * The agent's virtual file system under `/mnt/` (reference §5): files the model reads and writes,
+ * binary parts it refers to as `<file src="/mnt/..." />`, route names for links, and lazily read
+ * system files. Failures throw an {@link AgentError} whose message is the reference text, so a
+ * function handler that lets it through tells the model exactly what was wrong.
+ *
+ * @example
+ * ```ts
+ * const fs = new AgentFileSystem();
+ * const path = fs.write('notes', 'hello'); // '/mnt/notes.txt'
+ * await fs.readText(path); // 'hello'
+ * ```
+ */
+export class AgentFileSystem {
+  readonly #files = new Map<string, FileDescriptor>();
+  /** Added routes, name → original; `""` and `"/"` map to themselves without being stored. */
+  readonly #routes = new Map<string, string>();
+  readonly #systemFiles = new Map<string, SystemFileGetter>();
+  #fileCount = 0;
+
+  /**
+   * Writes `data` to `/mnt/{name}` (`.txt` added when the name has no extension), replacing any
+   * file there, and returns the path. The MIME type follows the extension; HTML is stored as base64
+   * `inlineData` so it can be handed out as a data URL (reference §21 Q14), everything else as text.
+   */
+  write(name: string, data: string): string {
+    const path = namedPath(name, 'txt');
+    const mimeType = mimeTypeFromFileName(path);
+    if (mimeType === 'text/html') {
+      this.#files.set(path, { data: encodeBase64(data), mimeType, type: 'inlineData' });
+    } else {
+      this.#files.set(path, { data, mimeType, type: 'text' });
+    }
+    return path;
+  }
+
+  /** Like {@link AgentFileSystem.write}, but always stores text (HTML included). Returns the path. */
+  overwrite(name: string, data: string): string {
+    const path = namedPath(name, 'txt');
+    this.#files.set(path, { data, mimeType: mimeTypeFromFileName(path), type: 'text' });
+    return path;
+  }
+
+  /**
+   * Appends `data` on a new line of the text file at `path`, creating a markdown file when there is
+   * none. Unlike the reference the path is normalised as in {@link AgentFileSystem.get}, so what
+   * is appended can be read back under the same name.
+   */
+  append(path: string, data: string): void {
+    const normalised = normalisePath(path);
+    const existing = this.#files.get(normalised);
+    if (!existing) {
+      this.#files.set(normalised, { data, mimeType: 'text/markdown', type: 'text' });
+      return;
+    }
+    if (existing.type !== 'text') {
+      throw new AgentError('BAD_REQUEST', `File "${normalised}" already exists and is not a text file`);
+    }
+    this.#files.set(normalised, { ...existing, data: `${existing.data}\n${data}` });
+  }
+
+  /**
+   * The parts of the file at `path` (`mnt/x` and `x` both mean `/mnt/x`). A system file is read
+   * through its getter now; a getter's failure is thrown as is.
+   */
+  async get(path: string): Promise<Part[]> {
+    const normalised = normalisePath(path);
+    const getter = this.#systemFiles.get(normalised);
+    if (getter) return [{ text: await getter() }];
+    const descriptor = this.#files.get(normalised);
+    if (!descriptor) throw new AgentError('NOT_FOUND', `file "${normalised}" not found`);
+    return [toPart(descriptor)];
+  }
+
+  /** The parts of all `paths`, in order; if any is missing, one error naming every failure. */
+  async getMany(paths: readonly string[]): Promise<Part[]> {
+    const parts: Part[] = [];
+    const errors: string[] = [];
+    for (const path of paths) {
+      try {
+        parts.push(...(await this.get(path)));
+      } catch (error) {
+        errors.push(messageOf(error));
+      }
+    }
+    if (errors.length > 0) throw new AgentError('NOT_FOUND', errors.join(','));
+    return parts;
+  }
+
+  /** The text of the file at `path`, parts joined with `\n`; throws when it is not a text file. */
+  async readText(path: string): Promise<string> {
+    const parts = await this.get(path);
+    const texts: string[] = [];
+    for (const part of parts) {
+      if (typeof part.text !== 'string') {
+        throw new AgentError('BAD_REQUEST', `File at ${path} is not a text file`);
+      }
+      texts.push(part.text);
+    }
+    return texts.join('\n');
+  }
+
+  /** Every path, one a line: files in insertion order, then system files; `""` when empty. */
+  listFiles(): string {
+    const paths = [...this.#files.keys()];
+    for (const path of this.#systemFiles.keys()) {
+      if (!this.#files.has(path)) paths.push(path);
+    }
+    return paths.join('\n');
+  }
+
+  /**
+   * A URL for the file at `path`: the URI or handle of a `fileData` / `storedData` file, a base64
+   * data URL for `inlineData`; `undefined` for text files and missing paths.
+   */
+  getFileUrl(path: string): string | undefined {
+    const descriptor = this.#files.get(normalisePath(path));
+    if (!descriptor) return undefined;
+    switch (descriptor.type) {
+      case 'fileData':
+      case 'storedData':
+        return descriptor.data;
+      case 'inlineData':
+        return `data:${descriptor.mimeType};base64,${descriptor.data}`;
+      case 'text':
+        return undefined;
+    }
+  }
+
+  /**
+   * Stores a content part as a file and returns its path: `/mnt/{fileName}` (the MIME type's
+   * extension added when the name has none) or an automatic name (reference §4.5). Text parts
+   * become markdown files. A `storedData` / `fileData` part already stored under the same handle or
+   * URI is not stored twice: its existing path is returned.
+   */
+  addPart(part: Part, fileName?: string): string {
+    let descriptor: FileDescriptor;
+    if (typeof part.text === 'string') {
+      descriptor = { data: part.text, mimeType: 'text/markdown', type: 'text' };
+    } else if (part.inlineData) {
+      const { data, mimeType, title } = part.inlineData;
+      descriptor = { data, mimeType: mimeType || DEFAULT_MIME_TYPE, type: 'inlineData' };
+      if (title) descriptor.title = title;
+    } else if (part.storedData || part.fileData) {
+      const [type, data, mimeType, resourceKey] = part.storedData
+        ? (['storedData', part.storedData.handle, part.storedData.mimeType, part.storedData.resourceKey] as const)
+        : (['fileData', part.fileData!.fileUri, part.fileData!.mimeType, part.fileData!.resourceKey] as const);
+      const existing = this.#findReference(data);
+      if (existing !== undefined) return existing;
+      descriptor = { data, mimeType: mimeType || DEFAULT_MIME_TYPE, type };
+      if (resourceKey) descriptor.resourceKey = resourceKey;
+    } else {
+      throw new AgentError('BAD_REQUEST', `Unsupported part: ${quote(part)}`);
+    }
+    const path =
+      fileName === undefined
+        ? this.create(descriptor.mimeType)
+        : namedPath(fileName, extensionFromMimeType(descriptor.mimeType));
+    this.#files.set(path, descriptor);
+    return path;
+  }
+
+  /**
+   * Reserves an automatic path for a new file of `mimeType`: `/mnt/{prefix}{n}.{ext}`, where `n`
+   * counts every automatic name of this file system (`/mnt/image1.png`, `/mnt/audio2.mp3`).
+   */
+  create(mimeType: string): string {
+    this.#fileCount += 1;
+    return `/mnt/${fileNamePrefixFromMimeType(mimeType)}${this.#fileCount}.${extensionFromMimeType(mimeType)}`;
+  }
+
+  /** Gives `original` (a node id) a short route name the model can link to: `/route-1`, `/route-2`... */
+  addRoute(original: string): string {
+    const name = `/route-${this.#routes.size + 1}`;
+    this.#routes.set(name, original);
+    return name;
+  }
+
+  /** The original a route name stands for; `""` and `"/"` stand for themselves. */
+  getOriginalRoute(name: string): string {
+    if (name === '' || name === '/') return name;
+    const original = this.#routes.get(name);
+    if (original === undefined) throw new AgentError('NOT_FOUND', `Route "${name}" not found`);
+    return original;
+  }
+
+  /**
+   * Registers a virtual file whose text `getter` produces each time it is read. System files are
+   * listed but never saved in a snapshot nor returned by {@link AgentFileSystem.files}.
+   */
+  addSystemFile(path: string, getter: SystemFileGetter): void {
+    this.#systemFiles.set(normalisePath(path), getter);
+  }
+
+  /** Every stored file as a part, in insertion order (for `complete.result.intermediate`). */
+  files(): Array<{ path: string; part: Part }> {
+    return Array.from(this.#files, ([path, descriptor]) => ({ path, part: toPart(descriptor) }));
+  }
+
+  /** The file system as plain JSON, to be restored with {@link AgentFileSystem.fromSnapshot}. */
+  snapshot(): FileSystemSnapshot {
+    return {
+      files: Array.from(this.#files, ([path, descriptor]) => ({ path, ...descriptor })),
+      routes: Object.fromEntries(this.#routes),
+      fileCount: this.#fileCount,
+    };
+  }
+
+  /**
+   * A file system holding the files, routes and name counter of `snapshot` (system files have to
+   * be registered again). Throws `STORE_ERROR` naming the first invalid field.
+   */
+  static fromSnapshot(snapshot: FileSystemSnapshot): AgentFileSystem {
+    const parsed = FileSystemSnapshotSchema.safeParse(snapshot);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const where = issue && issue.path.length > 0 ? issue.path.map(String).join('.') : '(root)';
+      throw new AgentError('STORE_ERROR', `Invalid file system snapshot: ${where}: ${issue?.message ?? 'invalid'}`);
+    }
+    const fileSystem = new AgentFileSystem();
+    for (const { path, ...descriptor } of parsed.data.files) fileSystem.#files.set(path, descriptor);
+    for (const [name, original] of Object.entries(parsed.data.routes)) fileSystem.#routes.set(name, original);
+    fileSystem.#fileCount = parsed.data.fileCount;
+    return fileSystem;
+  }
+
+  #findReference(data: string): string | undefined {
+    for (const [path, descriptor] of this.#files) {
+      if ((descriptor.type === 'storedData' || descriptor.type === 'fileData') && descriptor.data === data) return path;
+    }
+    return undefined;
+  }
+}
+
+/** `mnt/x` → `/mnt/x`, `x` → `/mnt/x`; absolute paths stay as they are (reference §5.2). */
+function normalisePath(path: string): string {
+  if (path.startsWith('/')) return path;
+  if (path.startsWith('mnt/')) return `/${path}`;
+  return `/mnt/${path}`;
+}
+
+/**
+ * `/mnt/{name}`, with `.{extension}` added when the file name has none. A name the model already
+ * wrote as a path (`/mnt/a.md`, `mnt/a.md`) is not nested a second time.
+ */
+function namedPath(name: string, extension: string): string {
+  let relative = name;
+  if (relative.startsWith('/mnt/')) relative = relative.slice('/mnt/'.length);
+  else if (relative.startsWith('mnt/')) relative = relative.slice('mnt/'.length);
+  else if (relative.startsWith('/')) relative = relative.slice(1);
+  const baseName = relative.slice(relative.lastIndexOf('/') + 1);
+  return baseName.includes('.') ? `/mnt/${relative}` : `/mnt/${relative}.${extension}`;
+}
+
+/** The content part a descriptor stands for (reference §5.1). */
+function toPart(descriptor: FileDescriptor): Part {
+  switch (descriptor.type) {
+    case 'text':
+      return { text: descriptor.data };
+    case 'inlineData': {
+      const inlineData: NonNullable<Part['inlineData']> = { data: descriptor.data, mimeType: descriptor.mimeType };
+      if (descriptor.title) inlineData.title = descriptor.title;
+      return { inlineData };
+    }
+    case 'fileData': {
+      const fileData: NonNullable<Part['fileData']> = { fileUri: descriptor.data, mimeType: descriptor.mimeType };
+      if (descriptor.resourceKey) fileData.resourceKey = descriptor.resourceKey;
+      return { fileData };
+    }
+    case 'storedData': {
+      const storedData: NonNullable<Part['storedData']> = { handle: descriptor.data, mimeType: descriptor.mimeType };
+      if (descriptor.resourceKey) storedData.resourceKey = descriptor.resourceKey;
+      return { storedData };
+    }
+  }
+}
+
+/** Base64 of the UTF-8 bytes of `text`, with Web-standard APIs only. */
+function encodeBase64(text: string): string {
+  const bytes = new TextEncoder().encode(text);
+  const chunkSize = 0x8000;
+  let binary = '';
+  for (let offset = 0; offset < bytes.length; offset += chunkSize) {
+    binary += String.fromCharCode(...bytes.subarray(offset, offset + chunkSize));
+  }
+  return btoa(binary);
+}
+
+function quote(part: Part): string {
+  const json = JSON.stringify(part) ?? String(part);
+  return json.length > MAX_QUOTED_PART_LENGTH ? `${json.slice(0, MAX_QUOTED_PART_LENGTH)}…` : json;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,23 @@
+/**
+ * The agent file system (`/mnt/...` files, routes, system files), the pidgin translation between
+ * request segments / model text and content parts, and the task tree (reference §4, §5).
+ */
+export { AgentFileSystem, FileEntrySnapshotSchema, FileSystemSnapshotSchema } from './agent-file-system.js';
+export type { FileDescriptor, FileDescriptorType, FileSystemSnapshot, SystemFileGetter } from './agent-file-system.js';
+export {
+  DEFAULT_EXTENSION,
+  DEFAULT_MIME_TYPE,
+  extensionFromMimeType,
+  fileNamePrefixFromMimeType,
+  mimeTypeFromFileName,
+} from './mime-types.js';
+export { contentToPidginString, fromPidginString, mergeTextParts, toPidgin } from './pidgin.js';
+export type {
+  ContentToPidginOptions,
+  CustomToolUrl,
+  PidginObjective,
+  PidginSegment,
+  ToPidginOptions,
+} from './pidgin.js';
+export { TASK_TREE_PATH, TaskNodeSchema, TaskTreeManager, TaskTreeSnapshotSchema } from './task-tree-manager.js';
+export type { TaskNode, TaskTreeSnapshot } from './task-tree-manager.js';
