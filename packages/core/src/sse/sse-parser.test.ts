@@ -1,0 +1,105 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { encodeSseComment, encodeSseEvent } from './sse-encoder.js';
+import { createSseParser, parseSseStream, type SseEvent } from './sse-parser.js';
+
+const fixtures = new URL('../../../../../shared/fixtures/gemini/', import.meta.url);
+const encoder = new TextEncoder();
+
+function parseChunks(chunks: Uint8Array[]): SseEvent[] {
+  const events: SseEvent[] = [];
+  const parser = createSseParser((event) => events.push(event));
+  for (const chunk of chunks) parser.push(chunk);
+  parser.end();
+  return events;
+}
+
+function splitAt(bytes: Uint8Array, offset: number): Uint8Array[] {
+  return [bytes.subarray(0, offset), bytes.subarray(offset)];
+}
+
+function everyOffsetAgrees(bytes: Uint8Array): SseEvent[] {
+  const whole = parseChunks([bytes]);
+  for (let offset = 0; offset <= bytes.length; offset += 1) {
+    expect(parseChunks(splitAt(bytes, offset)), `split at byte ${offset}`).toEqual(whole);
+  }
+  const single = Array.from({ length: bytes.length }, (_, index) => bytes.subarray(index, index + 1));
+  expect(parseChunks(single), 'one byte per chunk').toEqual(whole);
+  return whole;
+}
+
+describe('SSE parser', () => {
+  it('gives the same events for a stream split at every byte offset, inside UTF-8 sequences too', () => {
+    const text = 'data: {"text":"héllo wörld 😀 ✓"}\r\n\r\n: keep-alive\n\nevent: note\nid: 7\ndata: a\ndata: b\n\ndata: last';
+    const events = everyOffsetAgrees(encoder.encode(text));
+    expect(events).toEqual([
+      { data: '{"text":"héllo wörld 😀 ✓"}' },
+      { data: 'a\nb', event: 'note', id: '7' },
+      { data: 'last', id: '7' },
+    ]);
+  });
+
+  it('accepts LF, CRLF and bare CR line endings alike', () => {
+    for (const newline of ['\n', '\r\n', '\r']) {
+      const text = ['data: one', '', 'data: two', 'data: three', '', ''].join(newline);
+      expect(everyOffsetAgrees(encoder.encode(text))).toEqual([{ data: 'one' }, { data: 'two\nthree' }]);
+    }
+  });
+
+  it('reads retry, ignores comments and unknown fields, and keeps a value without a space', () => {
+    const events = parseChunks([encoder.encode(': hello\nretry: 1500\nfoo: bar\ndata:tight\n\nretry: soon\ndata\n\n')]);
+    expect(events).toEqual([{ data: 'tight', retry: 1500 }, { data: '' }]);
+  });
+
+  it('dispatches a final event that has no trailing blank line', () => {
+    expect(parseChunks([encoder.encode('data: {"a":1}')])).toEqual([{ data: '{"a":1}' }]);
+  });
+
+  it('round-trips what the encoder writes', () => {
+    const text =
+      encodeSseEvent({ thought: { text: 'line one\nline two' } }) +
+      encodeSseComment('keep-alive') +
+      encodeSseEvent('multi\nline', { id: '3', event: 'message' });
+    const events = everyOffsetAgrees(encoder.encode(text));
+    expect(events).toEqual([
+      { data: '{"thought":{"text":"line one\\nline two"}}' },
+      { data: 'multi\nline', id: '3', event: 'message' },
+    ]);
+    expect(JSON.parse(events[0]?.data ?? '')).toEqual({ thought: { text: 'line one\nline two' } });
+  });
+
+  it('encodes one event as a single data line of JSON followed by a blank line', () => {
+    expect(encodeSseEvent({ finish: {} })).toBe('data: {"finish":{}}\n\n');
+    expect(() => encodeSseEvent('x', { id: 'a\nb' })).toThrow(/id/);
+  });
+
+  it('parses a ReadableStream', async () => {
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(encoder.encode('data: 1\n'));
+        controller.enqueue(encoder.encode('\ndata: 2\n\n'));
+        controller.close();
+      },
+    });
+    const events: SseEvent[] = [];
+    for await (const event of parseSseStream(stream)) events.push(event);
+    expect(events.map((event) => event.data)).toEqual(['1', '2']);
+  });
+
+  const files = readdirSync(fixtures).filter((name) => name.endsWith('.sse'));
+  it.each(files)('parses the recorded stream %s at every split into JSON chunks', (name) => {
+    const bytes = new Uint8Array(readFileSync(new URL(name, fixtures)));
+    const whole = parseChunks([bytes]);
+    expect(whole.length).toBeGreaterThan(0);
+    for (const event of whole) expect(() => JSON.parse(event.data)).not.toThrow();
+    const step = 1;
+    for (let offset = 0; offset <= bytes.length; offset += step) {
+      expect(parseChunks(splitAt(bytes, offset)), `${name} split at ${offset}`).toEqual(whole);
+    }
+    const dataLines = new TextDecoder()
+      .decode(bytes)
+      .split(/\r\n|\r|\n/)
+      .filter((line) => line.startsWith('data:'));
+    expect(whole.length).toBeLessThanOrEqual(dataLines.length);
+  });
+});
