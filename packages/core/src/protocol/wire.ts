@@ -1,0 +1,47 @@
+import { AgentError } from '../errors/index.js';
+import { formatPath } from './issue-path.js';
+import { AGENT_EVENT_PAYLOADS, type AgentEvent, type AgentEventType } from './events.js';
+
+/** An event as it travels: a single-key object, `{"thought": {"text": "..."}}` (decision W1). */
+export type WireEvent = { [key: string]: Record<string, unknown> };
+
+/**
+ * Converts an internal event to its wire form. Undefined fields are left out; nothing is
+ * validated or copied beyond the top level, since this runs once per streamed event.
+ */
+export function toWireEvent(event: AgentEvent): WireEvent {
+  const payload: Record<string, unknown> = {};
+  for (const key in event) {
+    if (key === 'type') continue;
+    const value = (event as Record<string, unknown>)[key];
+    if (value !== undefined) payload[key] = value;
+  }
+  if (event.type === 'functionCallUpdate' && payload.status === undefined) payload.status = null;
+  return { [event.type]: payload };
+}
+
+/**
+ * Parses a wire event into the internal union, validating its payload. Errors name the path of
+ * the bad field, e.g. `functionCall.callId: expected string`.
+ */
+export function fromWireEvent(value: unknown): AgentEvent {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw badEvent('(root)', 'expected an object with one event key');
+  }
+  const keys = Object.keys(value);
+  if (keys.length !== 1) throw badEvent('(root)', `expected exactly one event key, got ${keys.length}`);
+  const type = keys[0] as string;
+  if (!Object.hasOwn(AGENT_EVENT_PAYLOADS, type)) throw badEvent(type, `unknown event type "${type}"`);
+  const schema = AGENT_EVENT_PAYLOADS[type as AgentEventType];
+  const parsed = schema.safeParse((value as Record<string, unknown>)[type]);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const path = formatPath(type, issue?.path ?? []);
+    throw badEvent(path, issue?.message ?? 'invalid');
+  }
+  return { type, ...parsed.data } as AgentEvent;
+}
+
+function badEvent(path: string, problem: string): AgentError {
+  return new AgentError('BAD_REQUEST', `${path}: ${problem}`, { details: { path } });
+}
