@@ -21,6 +21,7 @@ export const ERROR_CODES = [
   'ABORTED',
   'TIMEOUT',
   'INTERNAL',
+  'NOT_IMPLEMENTED',
 ] as const;
 
 /** One of {@link ERROR_CODES}. */
@@ -46,6 +47,7 @@ export const HTTP_STATUS_BY_CODE: Readonly<Record<ErrorCode, number>> = {
   ABORTED: 499,
   TIMEOUT: 504,
   INTERNAL: 500,
+  NOT_IMPLEMENTED: 501,
 };
 
 /** The JSON body of an error response: `{"error": {"code", "message", "details"?}}`. */
