@@ -5,7 +5,7 @@ import type { GenerateContentResponse } from '../protocol/gemini.js';
 import { validateHistory } from './history.js';
 import { ModelTurnAccumulator, type ModelTurn } from './model-turn-accumulator.js';
 
-const fixtures = new URL('../../../../../shared/fixtures/gemini/', import.meta.url);
+const fixtures = new URL('../../../../fixtures/gemini/', import.meta.url);
 
 function chunksOf(name: string): GenerateContentResponse[] {
   const text = readFileSync(new URL(name, fixtures), 'utf8');

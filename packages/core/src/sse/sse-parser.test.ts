@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { encodeSseComment, encodeSseEvent } from './sse-encoder.js';
 import { createSseParser, parseSseStream, type SseEvent } from './sse-parser.js';
 
-const fixtures = new URL('../../../../../shared/fixtures/gemini/', import.meta.url);
+const fixtures = new URL('../../../../fixtures/gemini/', import.meta.url);
 const encoder = new TextEncoder();
 
 function parseChunks(chunks: Uint8Array[]): SseEvent[] {

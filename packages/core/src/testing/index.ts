@@ -1,1 +1,21 @@
-export {};
+export { createMemoryInteractionStore, type MemoryInteractionStoreOptions } from './memory-interaction-store.js';
+export {
+  describeInteractionStoreConformance,
+  interactionStoreConformanceCases,
+  runInteractionStoreConformance,
+  type ConformanceAssert,
+  type ConformanceCase,
+  type ConformanceOptions,
+  type ConformanceTestApi,
+} from './interaction-store-conformance.js';
+export {
+  createScriptedBackendClient,
+  functionCallChunk,
+  textChunk,
+  thoughtChunk,
+  usageChunk,
+  type ScriptedBackendClient,
+  type ScriptedBackendOptions,
+  type ScriptedRequest,
+  type ScriptedTurn,
+} from './scripted-backend-client.js';
