@@ -1,0 +1,90 @@
+import { z } from 'zod';
+import type { AgentFileSystem, TaskTreeManager } from '../agent-fs/index.js';
+import type { AgentPorts } from '../ports/index.js';
+import type { JsonObject } from '../protocol/content.js';
+import type { AgentResult } from '../protocol/events.js';
+import type { FunctionDeclaration } from '../protocol/gemini.js';
+
+/** What a handler receives besides its arguments. */
+export interface FunctionContext {
+  /** The id of this call, as the events name it. */
+  callId: string;
+  /** Aborts when the run is cancelled. */
+  signal: AbortSignal;
+  fs: AgentFileSystem;
+  taskTree: TaskTreeManager;
+  ports: AgentPorts;
+  model: string;
+  /** Consents the user granted in this run (e.g. `GET_ANY_WEBPAGE`). */
+  consentsGranted: ReadonlySet<string>;
+  /** Shows a status for this call (`functionCallUpdate`); `null` clears it. */
+  update(status: string | null, options?: { expectedDurationInSec?: number; isThought?: boolean }): void;
+  /** Ends the run with `result` once the current turn is done (termination functions). */
+  terminate(result: AgentResult): void;
+}
+
+/** A function the model can call. */
+export interface FunctionDefinition<P extends z.ZodObject = z.ZodObject> {
+  name: string;
+  description: string;
+  /** Arguments, validated before the handler runs; invalid ones go back to the model as an error. */
+  parameters: P;
+  /** Shape of the handler's result, sent as `responseJsonSchema`. */
+  response?: z.ZodType;
+  /** Icon and title the client shows for the call. */
+  icon?: string;
+  title?: string;
+  /** `false`: never runs at the same time as another call of the turn. Default `true`. */
+  parallel?: boolean;
+  /** Runs before the handler; may throw a `Suspend` with `precondition: true` (consent). */
+  precondition?(args: z.output<P>, context: FunctionContext): Promise<void>;
+  /** Does the work. A throw becomes `{"error": message}` for the model; `{"$error": ...}` ends the run. */
+  handler(args: z.output<P>, context: FunctionContext): Promise<JsonObject>;
+  /** Turns the client's answer to this call's suspend into the function response (default: as sent). */
+  resume?(response: JsonObject, context: FunctionContext): Promise<JsonObject>;
+}
+
+/** A named set of functions with the instruction that explains them to the model. */
+export interface FunctionGroup {
+  name: string;
+  instruction?: string;
+  functions: FunctionDefinition[];
+}
+
+/**
+ * Declares a function with typed arguments.
+ *
+ * @example
+ * ```ts
+ * const getWeather = defineFunction({
+ *   name: 'get_weather',
+ *   description: 'Current weather for a city.',
+ *   parameters: z.object({ city: z.string() }),
+ *   handler: async ({ city }) => ({ city, tempC: 21 }),
+ * });
+ * ```
+ */
+export function defineFunction<P extends z.ZodObject>(definition: FunctionDefinition<P>): FunctionDefinition {
+  return definition as unknown as FunctionDefinition;
+}
+
+const declarations = new WeakMap<FunctionDefinition, FunctionDeclaration>();
+
+/** The Gemini declaration of a function (JSON Schema parameters), computed once per definition. */
+export function toFunctionDeclaration(definition: FunctionDefinition): FunctionDeclaration {
+  const cached = declarations.get(definition);
+  if (cached) return cached;
+  const declaration: FunctionDeclaration = {
+    name: definition.name,
+    description: definition.description,
+    parametersJsonSchema: jsonSchemaOf(definition.parameters, 'input'),
+  };
+  if (definition.response) declaration.responseJsonSchema = jsonSchemaOf(definition.response, 'output');
+  declarations.set(definition, declaration);
+  return declaration;
+}
+
+function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output'): JsonObject {
+  const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: 'any' }) as JsonObject;
+  return rest;
+}

@@ -1,0 +1,199 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineFunction } from './functions/index.js';
+import type { AgentPorts } from './ports/index.js';
+import type { LLMContent } from './protocol/content.js';
+import type { AgentEvent } from './protocol/events.js';
+import { resume, run, type RunOptions } from './run.js';
+import {
+  createMemoryInteractionStore,
+  createScriptedBackendClient,
+  functionCallChunk,
+  thoughtChunk,
+  usageChunk,
+  type ScriptedRequest,
+} from './testing/index.js';
+
+async function collect(events: AsyncIterable<AgentEvent>): Promise<AgentEvent[]> {
+  const all: AgentEvent[] = [];
+  for await (const event of events) all.push(event);
+  return all;
+}
+
+const start = (text: string) => ({ segments: [{ type: 'text' as const, text }] });
+const lastContent = (request: ScriptedRequest): LLMContent | undefined => request.body.contents.at(-1);
+
+describe('run() and resume()', () => {
+  it('asks the user, suspends, resumes once with the answer, and completes with the written file', async () => {
+    const backend = createScriptedBackendClient([
+      [
+        thoughtChunk('I should write a greeting and ask for a name.'),
+        functionCallChunk('system_write_file', { file_name: 'greeting.md', content: 'Hello there' }, { thoughtSignature: 'sig-1' }),
+        functionCallChunk('chat_request_user_input', { user_message: 'What is your name?', input_type: 'text' }),
+        usageChunk(),
+      ],
+      [
+        functionCallChunk(
+          'system_objective_fulfilled',
+          { objective_outcome: 'Greeted Ada: <file src="/mnt/greeting.md" />' },
+          { thoughtSignature: 'sig-2' },
+        ),
+      ],
+    ]);
+    const ports: AgentPorts = { backend, store: createMemoryInteractionStore() };
+
+    const first = await collect(run(start('Greet the user by name'), ports));
+    expect(first.map((event) => event.type)).toEqual([
+      'start',
+      'sendRequest',
+      'thought',
+      'functionCall',
+      'functionCall',
+      'usageMetadata',
+      'functionResult',
+      'waitForInput',
+    ]);
+    const suspend = first.at(-1);
+    if (suspend?.type !== 'waitForInput') throw new Error('expected waitForInput');
+    expect(suspend.inputType).toBe('edit_note');
+    expect(suspend.prompt.parts[0]?.text).toBe('What is your name?');
+    expect(typeof suspend.interactionId).toBe('string');
+    const interactionId = suspend.interactionId as string;
+
+    const second = await collect(resume(interactionId, { input: { role: 'user', parts: [{ text: 'Ada' }] } }, ports));
+    expect(second.map((event) => event.type)).toEqual([
+      'sendRequest',
+      'functionCall',
+      'functionResult',
+      'turnComplete',
+      'finish',
+      'complete',
+    ]);
+    const complete = second.at(-1);
+    if (complete?.type !== 'complete') throw new Error('expected complete');
+    expect(complete.result.success).toBe(true);
+    expect(JSON.stringify(complete.result.outcomes)).toContain('Greeted Ada');
+    expect(JSON.stringify(complete.result.outcomes)).toContain('Hello there');
+    expect(complete.result.intermediate).toEqual([{ path: '/mnt/greeting.md', content: { text: 'Hello there' } }]);
+
+    // The second request carries the signed call back and answers both calls in call order.
+    const request = backend.requests[1];
+    if (!request) throw new Error('expected a second request');
+    const modelTurn = request.body.contents[1];
+    expect(modelTurn?.parts.find((part) => part.functionCall?.name === 'system_write_file')?.thoughtSignature).toBe('sig-1');
+    expect(lastContent(request)?.parts.map((part) => part.functionResponse)).toEqual([
+      { name: 'system_write_file', response: { file_path: '/mnt/greeting.md' } },
+      { name: 'chat_request_user_input', response: { user_input: 'Ada' } },
+    ]);
+
+    // Single use: a second resume is refused by name.
+    expect(await collect(resume(interactionId, { input: { parts: [{ text: 'Eve' }] } }, ports))).toEqual([
+      { type: 'error', message: `Unknown interaction ID: ${interactionId}` },
+    ]);
+  });
+
+  it('keeps ten suspended runs apart when they are resumed in random order', async () => {
+    const backend = createScriptedBackendClient((request) => {
+      const answer = lastContent(request)?.parts[0]?.functionResponse?.response?.user_input;
+      if (typeof answer === 'string') {
+        return [functionCallChunk('system_objective_fulfilled', { objective_outcome: `Hello ${answer}` })];
+      }
+      return [functionCallChunk('chat_request_user_input', { user_message: 'Name?' })];
+    });
+    const ports: AgentPorts = { backend, store: createMemoryInteractionStore() };
+    const suspended = await Promise.all(
+      Array.from({ length: 10 }, async (_, index) => {
+        const events = await collect(run(start(`Greet person ${index}`), ports));
+        const last = events.at(-1);
+        if (last?.type !== 'waitForInput' || !last.interactionId) throw new Error('expected a suspend');
+        return { index, interactionId: last.interactionId };
+      }),
+    );
+    expect(new Set(suspended.map((entry) => entry.interactionId)).size).toBe(10);
+    const shuffled = [...suspended].sort(() => Math.random() - 0.5);
+    const outcomes = await Promise.all(
+      shuffled.map(async ({ index, interactionId }) => {
+        const events = await collect(resume(interactionId, { input: { parts: [{ text: `person-${index}` }] } }, ports));
+        const last = events.at(-1);
+        return { index, text: last?.type === 'complete' ? last.result.outcomes?.parts[0]?.text : undefined };
+      }),
+    );
+    for (const { index, text } of outcomes) expect(text).toBe(`Hello person-${index}`);
+  });
+
+  it('turns a throwing handler into an error for the model and a $error result into a fatal end', async () => {
+    const tools = {
+      name: 'tools',
+      functions: [
+        defineFunction({
+          name: 'flaky',
+          description: 'Fails.',
+          parameters: z.object({}),
+          handler: async () => {
+            throw new Error('disk on fire');
+          },
+        }),
+        defineFunction({ name: 'fatal', description: 'Ends.', parameters: z.object({}), handler: async () => ({ $error: 'quota exhausted' }) }),
+      ],
+    };
+    const backend = createScriptedBackendClient([[functionCallChunk('flaky')], [functionCallChunk('fatal')]]);
+    const events = await collect(run(start('x'), { backend, store: createMemoryInteractionStore() }, { functionGroups: [tools] }));
+    const flakyResult = events.find((event) => event.type === 'functionResult');
+    expect(flakyResult).toMatchObject({ content: { parts: [{ functionResponse: { name: 'flaky', response: { error: 'disk on fire' } } }] } });
+    expect(events.slice(-3)).toEqual([
+      { type: 'finish' },
+      { type: 'error', message: 'quota exhausted' },
+      { type: 'complete', result: { success: false } },
+    ]);
+  });
+
+  it('ends a runaway loop at the turn cap with one tool-free turn', async () => {
+    const looping = createScriptedBackendClient((request) =>
+      request.body.tools ? [functionCallChunk('system_list_files', { status_update: 'looking' })] : [thoughtChunk('out of turns')],
+    );
+    const options: RunOptions = { maxTurns: 3 };
+    const events = await collect(run(start('loop forever'), { backend: looping, store: createMemoryInteractionStore() }, options));
+    expect(looping.requests).toHaveLength(4);
+    expect(looping.requests[3]?.body.tools).toBeUndefined();
+    expect(events.some((event) => event.type === 'thought' && event.text.startsWith('Turn limit reached (3 turns)'))).toBe(true);
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: false } });
+  });
+
+  it('cancels the model request when the consumer stops reading', async () => {
+    const backend = createScriptedBackendClient([[thoughtChunk('a'), thoughtChunk('b'), thoughtChunk('c'), thoughtChunk('d')]], {
+      chunkDelayMs: 30,
+    });
+    const events = run(start('slow'), { backend, store: createMemoryInteractionStore() });
+    for await (const event of events) if (event.type === 'thought') break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(backend.abortedCount).toBe(1);
+  });
+
+  it('refuses a resume by a different owner and keeps the run for its owner', async () => {
+    const backend = createScriptedBackendClient([
+      [functionCallChunk('chat_request_user_input', { user_message: 'Name?' })],
+      [functionCallChunk('system_objective_fulfilled', { objective_outcome: 'done' })],
+    ]);
+    const ports: AgentPorts = { backend, store: createMemoryInteractionStore() };
+    const first = await collect(run(start('x'), ports, { owner: 'alice' }));
+    const id = (first.at(-1) as { interactionId: string }).interactionId;
+    expect(await collect(resume(id, { input: { parts: [{ text: 'Mallory' }] } }, ports, { owner: 'mallory' }))).toEqual([
+      { type: 'error', message: `Interaction ${id} belongs to another user` },
+    ]);
+    const events = await collect(resume(id, { input: { parts: [{ text: 'Alice' }] } }, ports, { owner: 'alice' }));
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+  });
+
+  it('maps a choice answer to the selected ids (W4)', async () => {
+    const backend = createScriptedBackendClient([
+      [functionCallChunk('chat_present_choices', { user_message: 'Pick', choices: [{ id: 'a', label: 'A' }, { id: 'b', label: 'B' }] })],
+      [functionCallChunk('system_objective_fulfilled', { objective_outcome: 'ok' })],
+    ]);
+    const ports: AgentPorts = { backend, store: createMemoryInteractionStore() };
+    const first = await collect(run(start('choose'), ports));
+    const suspend = first.at(-1);
+    expect(suspend).toMatchObject({ type: 'waitForChoice', selectionMode: 'single', layout: 'list' });
+    await collect(resume((suspend as { interactionId: string }).interactionId, { selected: { ids: ['b'] } }, ports));
+    expect(lastContent(backend.requests[1] as ScriptedRequest)?.parts[0]?.functionResponse?.response).toEqual({ selected: ['b'] });
+  });
+});
