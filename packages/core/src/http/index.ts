@@ -1,1 +1,7 @@
-export {};
+export {
+  AGENT_RUN_PATHS,
+  createAgentHandler,
+  errorResponse,
+  type AgentHandlerOptions,
+  type AgentRequestContext,
+} from './agent-handler.js';
