@@ -1,1 +1,2 @@
-export {};
+export { createHandler } from './create-handler.js';
+export { createNodeListener, serve, type RunningServer, type ServeOptions, type WebHandler } from './node-listener.js';
