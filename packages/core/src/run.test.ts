@@ -196,4 +196,36 @@ describe('run() and resume()', () => {
     await collect(resume((suspend as { interactionId: string }).interactionId, { selected: { ids: ['b'] } }, ports));
     expect(lastContent(backend.requests[1] as ScriptedRequest)?.parts[0]?.functionResponse?.response).toEqual({ selected: ['b'] });
   });
+
+  it('chat mode ends on a turn without function calls, with the answer as the outcome', async () => {
+    const backend = createScriptedBackendClient([
+      [functionCallChunk('system_list_files', { status_update: 'Looking' })],
+      [thoughtChunk('Nothing to do'), { candidates: [{ content: { role: 'model', parts: [{ text: 'All ' }] } }] }, { candidates: [{ content: { role: 'model', parts: [{ text: 'done.' }] }, finishReason: 'STOP' }] }],
+    ]);
+    const events = await collect(run(start('Say done'), { backend, store: createMemoryInteractionStore() }, { mode: 'chat' }));
+    expect(backend.requests[0]?.body.toolConfig).toBeUndefined();
+    expect(events.find((event) => event.type === 'functionCallUpdate')).toMatchObject({ status: 'Looking' });
+    expect(events.slice(-2)).toEqual([
+      { type: 'finish' },
+      { type: 'complete', result: { success: true, outcomes: { role: 'model', parts: [{ text: 'All done.' }] } } },
+    ]);
+  });
+
+  it('runs a function declared parallel: false only after the calls before it finish', async () => {
+    const order: string[] = [];
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    const group = {
+      name: 'timing',
+      functions: [
+        defineFunction({ name: 'slow', description: '', parameters: z.object({}), handler: async () => { order.push('slow:start'); await sleep(50); order.push('slow:end'); return {}; } }),
+        defineFunction({ name: 'alone', description: '', parallel: false, parameters: z.object({}), handler: async () => { order.push('alone'); return {}; } }),
+      ],
+    };
+    const backend = createScriptedBackendClient([
+      [functionCallChunk('slow'), functionCallChunk('alone')],
+      [functionCallChunk('system_objective_fulfilled', { objective_outcome: 'ok' })],
+    ]);
+    await collect(run(start('x'), { backend, store: createMemoryInteractionStore() }, { functionGroups: [group] }));
+    expect(order).toEqual(['slow:start', 'slow:end', 'alone']);
+  });
 });
