@@ -5,3 +5,8 @@ export {
   type AgentHandlerOptions,
   type AgentRequestContext,
 } from './agent-handler.js';
+export {
+  createGeminiBackendClient,
+  type GeminiBackendClientOptions,
+  type RetryOptions,
+} from './gemini-backend-client.js';

@@ -1,0 +1,164 @@
+import { AgentError, type ErrorCode } from '../errors/index.js';
+import type { BackendClient } from '../ports/index.js';
+import type { GenerateContentResponse } from '../protocol/gemini.js';
+import { parseSseStream } from '../sse/index.js';
+
+/** Retry policy for transient failures (429, 503) before the first chunk arrives. */
+export interface RetryOptions {
+  /** Attempts in total, the first included. Default 5. */
+  maxAttempts?: number;
+  /** First backoff; doubled each attempt, with jitter. Default 1000 ms. */
+  baseDelayMs?: number;
+  /** Longest single wait, also the cap on a server's `RetryInfo.retryDelay`. Default 60 000 ms. */
+  maxDelayMs?: number;
+}
+
+/** Options of {@link createGeminiBackendClient}. */
+export interface GeminiBackendClientOptions {
+  apiKey: string;
+  fetch: typeof fetch;
+  /** Default `https://generativelanguage.googleapis.com/v1beta`; point it at a gateway or a local server. */
+  baseUrl?: string;
+  retry?: RetryOptions;
+  /** Extra headers sent with every request. */
+  headers?: Record<string, string>;
+  /** Handles `executeStep` and uploads, which the Gemini API itself does not offer. */
+  upstream?: BackendClient;
+}
+
+const DEFAULT_BASE_URL = 'https://generativelanguage.googleapis.com/v1beta';
+
+/**
+ * A `BackendClient` for the Gemini API, authenticated with an API key.
+ *
+ * @example
+ * ```ts
+ * const backend = createGeminiBackendClient({ apiKey: process.env.GEMINI_API_KEY!, fetch });
+ * ```
+ */
+export function createGeminiBackendClient(options: GeminiBackendClientOptions): BackendClient {
+  const baseUrl = (options.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, '');
+  const maxAttempts = options.retry?.maxAttempts ?? 5;
+  const baseDelayMs = options.retry?.baseDelayMs ?? 1000;
+  const maxDelayMs = options.retry?.maxDelayMs ?? 60_000;
+  const needsUpstream = (name: string) => (): Promise<never> =>
+    Promise.reject(
+      new AgentError('NOT_IMPLEMENTED', `${name} needs an upstream backend; pass options.upstream to createGeminiBackendClient`),
+    );
+  return {
+    async *streamGenerateContent(model, body, signal) {
+      const url = `${baseUrl}/models/${encodeURIComponent(model)}:streamGenerateContent?alt=sse`;
+      const requestBody = JSON.stringify(body);
+      let response: Response | undefined;
+      for (let attempt = 1; ; attempt += 1) {
+        response = await send(options, url, requestBody, signal);
+        if (response.ok) break;
+        const error = await toGeminiError(response);
+        const retryable = error.code === 'RATE_LIMITED' || error.code === 'MODEL_UNAVAILABLE';
+        if (!retryable || attempt >= maxAttempts) throw error;
+        const hinted = retryDelayMs(error.details);
+        const backoff = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
+        await sleep(Math.min(maxDelayMs, hinted ?? backoff * (0.5 + Math.random() * 0.5)), signal);
+      }
+      if (!response.body) throw new AgentError('MODEL_ERROR', 'Gemini answered without a body');
+      for await (const event of parseSseStream(response.body)) {
+        if (event.data.length === 0) continue;
+        let chunk: GenerateContentResponse & { error?: GeminiErrorBody['error'] };
+        try {
+          chunk = JSON.parse(event.data) as typeof chunk;
+        } catch (error) {
+          throw new AgentError('MODEL_ERROR', `Gemini sent a chunk that is not JSON: ${event.data.slice(0, 120)}`, { cause: error });
+        }
+        if (chunk.error) throw errorFromBody({ error: chunk.error }, chunk.error.code ?? 500);
+        yield chunk;
+      }
+    },
+    executeStep: options.upstream ? (body, signal) => options.upstream!.executeStep(body, signal) : needsUpstream('executeStep'),
+    uploadGeminiFile: options.upstream
+      ? (request, signal) => options.upstream!.uploadGeminiFile(request, signal)
+      : needsUpstream('uploadGeminiFile'),
+    uploadBlobFile: options.upstream ? (id, signal) => options.upstream!.uploadBlobFile(id, signal) : needsUpstream('uploadBlobFile'),
+  };
+}
+
+async function send(options: GeminiBackendClientOptions, url: string, body: string, signal: AbortSignal | undefined): Promise<Response> {
+  try {
+    return await options.fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-goog-api-key': options.apiKey, ...options.headers },
+      body,
+      ...(signal ? { signal } : {}),
+    });
+  } catch (error) {
+    if (signal?.aborted) throw new AgentError('ABORTED', 'Model request cancelled', { cause: error });
+    throw new AgentError('MODEL_UNAVAILABLE', `Could not reach Gemini at ${url.split('?')[0]}: ${error instanceof Error ? error.message : String(error)}`, {
+      cause: error,
+    });
+  }
+}
+
+interface GeminiErrorBody {
+  error: { code?: number; message?: string; status?: string; details?: unknown[] };
+}
+
+/** Maps a non-2xx Gemini answer (JSON even when the content type says SSE) to an `AgentError`. */
+async function toGeminiError(response: Response): Promise<AgentError> {
+  const text = await response.text();
+  try {
+    const parsed = JSON.parse(text) as GeminiErrorBody | GeminiErrorBody[];
+    const body = Array.isArray(parsed) ? parsed[0] : parsed;
+    if (body?.error) return errorFromBody(body, response.status);
+  } catch {
+    // Not JSON: fall through to the raw text.
+  }
+  return new AgentError(codeForStatus(response.status), `Gemini ${response.status}: ${text.slice(0, 500) || response.statusText}`, {
+    details: { status: response.status },
+  });
+}
+
+function errorFromBody(body: GeminiErrorBody, status: number): AgentError {
+  const code = body.error.code ?? status;
+  return new AgentError(codeForStatus(code), body.error.message ?? `Gemini error ${code}`, {
+    details: { status: code, providerStatus: body.error.status, providerDetails: body.error.details ?? [] },
+  });
+}
+
+function codeForStatus(status: number): ErrorCode {
+  if (status === 429) return 'RATE_LIMITED';
+  if (status === 503) return 'MODEL_UNAVAILABLE';
+  if (status === 404) return 'NOT_FOUND';
+  if (status === 401 || status === 403) return 'UNAUTHENTICATED';
+  return 'MODEL_ERROR';
+}
+
+/** `RetryInfo.retryDelay` ("58s", "1.5s") in milliseconds, when the error carries one. */
+function retryDelayMs(details: Record<string, unknown> | undefined): number | undefined {
+  const list = details?.providerDetails;
+  if (!Array.isArray(list)) return undefined;
+  for (const item of list) {
+    const entry = item as { '@type'?: string; retryDelay?: string };
+    if (entry['@type']?.endsWith('google.rpc.RetryInfo') && typeof entry.retryDelay === 'string') {
+      const seconds = Number.parseFloat(entry.retryDelay);
+      if (Number.isFinite(seconds)) return seconds * 1000;
+    }
+  }
+  return undefined;
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(new AgentError('ABORTED', 'Model request cancelled'));
+      return;
+    }
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(new AgentError('ABORTED', 'Model request cancelled while waiting to retry'));
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
