@@ -1,0 +1,47 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { describeInteractionStoreConformance } from '@org/core/testing';
+import { createFileInteractionStore } from './file-interaction-store.js';
+
+const folders: string[] = [];
+async function freshFolder(): Promise<string> {
+  const folder = await mkdtemp(path.join(os.tmpdir(), 'org-file-store-'));
+  folders.push(folder);
+  return folder;
+}
+afterAll(async () => {
+  await Promise.all(folders.map((folder) => rm(folder, { recursive: true, force: true })));
+});
+
+describeInteractionStoreConformance('file', async () => createFileInteractionStore({ directory: await freshFolder() }), { describe, it, expect });
+
+describe('file interaction store', () => {
+  it('refuses ids that could escape the folder, naming the id', async () => {
+    const store = createFileInteractionStore({ directory: await freshFolder() });
+    await expect(store.save('../evil', {})).rejects.toThrow(/Interaction id "\.\.\/evil"/);
+  });
+
+  it('hands each interaction to exactly one of two processes racing for it', async () => {
+    const directory = await freshFolder();
+    const store = createFileInteractionStore({ directory });
+    const ids = Array.from({ length: 20 }, (_, index) => `race-${index}`);
+    for (const id of ids) await store.save(id, { id });
+    const dist = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../dist/index.js');
+    const script = `
+      const { createFileInteractionStore } = await import(${JSON.stringify(dist)});
+      const store = createFileInteractionStore({ directory: ${JSON.stringify(directory)} });
+      const ids = ${JSON.stringify(ids)};
+      const won = [];
+      await Promise.all(ids.map(async (id) => { if ((await store.take(id)) !== undefined) won.push(id); }));
+      console.log(JSON.stringify(won));`;
+    const run = () => promisify(execFile)(process.execPath, ['--input-type=module', '-e', script]);
+    const [first, second] = await Promise.all([run(), run()]);
+    const wins = [...JSON.parse(first.stdout), ...JSON.parse(second.stdout)].sort();
+    expect(wins).toEqual([...ids].sort());
+  });
+});
