@@ -19,3 +19,4 @@ export {
   type ScriptedRequest,
   type ScriptedTurn,
 } from './scripted-backend-client.js';
+export { createSimulatedGemini, type SimulatedGemini, type SimulatedGeminiOptions } from './simulated-gemini.js';

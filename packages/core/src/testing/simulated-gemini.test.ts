@@ -1,0 +1,72 @@
+import { describe, expect, it } from 'vitest';
+import { createGeminiBackendClient } from '../http/gemini-backend-client.js';
+import type { AgentEvent } from '../protocol/events.js';
+import { resume, run } from '../run.js';
+import { createMemoryInteractionStore } from './memory-interaction-store.js';
+import { createSimulatedGemini } from './simulated-gemini.js';
+
+async function collect(events: AsyncIterable<AgentEvent>): Promise<AgentEvent[]> {
+  const all: AgentEvent[] = [];
+  for await (const event of events) all.push(event);
+  return all;
+}
+
+function setup() {
+  const gemini = createSimulatedGemini();
+  const backend = createGeminiBackendClient({
+    apiKey: 'simulated',
+    baseUrl: 'http://simulated.test/v1beta',
+    fetch: (input, init) => gemini.fetch(new Request(input, init)),
+  });
+  return { gemini, ports: { backend, store: createMemoryInteractionStore() } };
+}
+
+describe('simulated Gemini', () => {
+  it('thinks, writes a file, asks for a name, and greets with it through the real client path', async () => {
+    const { gemini, ports } = setup();
+    const first = await collect(run({ segments: [{ type: 'text', text: 'Ask me my name and greet me.' }] }, ports));
+    expect(first.filter((event) => event.type === 'functionCall').map((event) => (event as { name: string }).name)).toEqual([
+      'system_write_file',
+      'chat_request_user_input',
+    ]);
+    expect(first.some((event) => event.type === 'thought')).toBe(true);
+    const suspend = first.at(-1);
+    if (suspend?.type !== 'waitForInput') throw new Error(`expected waitForInput, got ${suspend?.type}`);
+    const events = await collect(resume(suspend.interactionId as string, { input: { parts: [{ text: 'Ada' }] } }, ports));
+    const complete = events.at(-1);
+    if (complete?.type !== 'complete') throw new Error(`expected complete, got ${JSON.stringify(complete)}`);
+    expect(JSON.stringify(complete.result.outcomes)).toContain('Hello, Ada!');
+    expect(complete.result.intermediate?.map((file) => file.path)).toEqual(['/mnt/plan.md']);
+    // Every replayed call still carried its signature, or the simulator would have answered 400.
+    expect(gemini.requests).toHaveLength(3);
+  });
+
+  it('offers choices when asked to choose', async () => {
+    const { ports } = setup();
+    const first = await collect(run({ segments: [{ type: 'text', text: 'Let me pick a time of day.' }] }, ports));
+    const suspend = first.at(-1);
+    if (suspend?.type !== 'waitForChoice') throw new Error(`expected waitForChoice, got ${suspend?.type}`);
+    const events = await collect(resume(suspend.interactionId as string, { selected: { ids: ['sunset'] } }, ports));
+    expect(JSON.stringify(events.at(-1))).toContain('You chose sunset.');
+  });
+
+  it('answers 400 with the real error text when a history lost a signature', async () => {
+    const gemini = createSimulatedGemini();
+    const response = await gemini.fetch(
+      new Request('http://simulated.test/v1beta/models/m:streamGenerateContent?alt=sse', {
+        method: 'POST',
+        body: JSON.stringify({
+          contents: [
+            { role: 'user', parts: [{ text: 'x' }] },
+            { role: 'model', parts: [{ functionCall: { name: 'system_write_file', args: {} } }] },
+            { role: 'user', parts: [{ functionResponse: { name: 'system_write_file', response: {} } }] },
+          ],
+        }),
+      }),
+    );
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { error: { message: string } }).error.message).toMatch(
+      /^Function call is missing a thought_signature in functionCall parts\./,
+    );
+  });
+});

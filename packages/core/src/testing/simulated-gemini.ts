@@ -1,0 +1,179 @@
+import type { JsonObject, LLMContent, Part } from '../protocol/content.js';
+import type { GenerateContentRequest, GenerateContentResponse } from '../protocol/gemini.js';
+
+/** Options of {@link createSimulatedGemini}. */
+export interface SimulatedGeminiOptions {
+  /** Pause between streamed chunks, so a client sees the stream arrive. Default 0. */
+  chunkDelayMs?: number;
+}
+
+/** A Gemini-compatible endpoint as a Web handler, plus the requests it saw. */
+export interface SimulatedGemini {
+  fetch(request: Request): Promise<Response>;
+  readonly requests: Array<{ model: string; body: GenerateContentRequest }>;
+}
+
+const SIGNATURE_PREFIX = 'c2ltOnNpZ25lZDo';
+
+/**
+ * A deterministic stand-in for the Gemini API, speaking the real `streamGenerateContent` SSE
+ * format: it thinks, writes a file, asks for the user's name when the objective asks for input,
+ * offers choices when asked to choose, and fulfils the objective with the answers. Like Gemini 3
+ * it signs the first function call of each turn and answers 400, with the real error text, to a
+ * history that lost a signature.
+ *
+ * @example
+ * ```ts
+ * const gemini = createSimulatedGemini();
+ * const backend = createGeminiBackendClient({ apiKey: 'simulated', fetch: (input, init) => gemini.fetch(new Request(input, init)) });
+ * ```
+ */
+export function createSimulatedGemini(options: SimulatedGeminiOptions = {}): SimulatedGemini {
+  const requests: SimulatedGemini['requests'] = [];
+  return {
+    requests,
+    async fetch(request) {
+      const url = new URL(request.url);
+      const match = /\/models\/([^/:]+):streamGenerateContent$/.exec(url.pathname);
+      if (request.method !== 'POST' || !match) {
+        return json(404, { error: { code: 404, message: `Simulated Gemini has no ${request.method} ${url.pathname}`, status: 'NOT_FOUND' } });
+      }
+      let body: GenerateContentRequest;
+      try {
+        body = (await request.json()) as GenerateContentRequest;
+      } catch {
+        return json(400, { error: { code: 400, message: 'Invalid JSON payload received.', status: 'INVALID_ARGUMENT' } });
+      }
+      const model = decodeURIComponent(match[1] as string);
+      requests.push({ model, body });
+      const lost = findLostSignature(body.contents ?? []);
+      if (lost) {
+        return json(400, {
+          error: {
+            code: 400,
+            message: `Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call \`default_api:${lost.name}\` , position ${lost.position}. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details.`,
+            status: 'INVALID_ARGUMENT',
+          },
+        });
+      }
+      const chunks = decide(body, model);
+      const encoder = new TextEncoder();
+      const delay = options.chunkDelayMs ?? 0;
+      const stream = new ReadableStream<Uint8Array>({
+        async start(controller) {
+          for (const chunk of chunks) {
+            if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay));
+            controller.enqueue(encoder.encode(`data: ${JSON.stringify(chunk)}\r\n\r\n`));
+          }
+          controller.close();
+        },
+      });
+      return new Response(stream, { status: 200, headers: { 'content-type': 'text/event-stream' } });
+    },
+  };
+}
+
+function json(status: number, value: unknown): Response {
+  return new Response(JSON.stringify(value), { status, headers: { 'content-type': 'application/json; charset=UTF-8' } });
+}
+
+function findLostSignature(contents: readonly LLMContent[]): { name: string; position: number } | undefined {
+  for (const [position, content] of contents.entries()) {
+    if (content.role !== 'model') continue;
+    const first = content.parts.find((part) => part.functionCall);
+    if (first && !(first.thoughtSignature ?? '').startsWith(SIGNATURE_PREFIX)) {
+      return { name: first.functionCall?.name ?? 'unknown', position };
+    }
+  }
+  return undefined;
+}
+
+/** Picks the next turn from the conversation so far. */
+function decide(body: GenerateContentRequest, model: string): GenerateContentResponse[] {
+  const contents = body.contents ?? [];
+  const declared = new Set((body.tools ?? []).flatMap((tool) => (tool.functionDeclarations ?? []).map((declaration) => declaration.name)));
+  const objective = textOf(contents[0]).match(/<objective>([\s\S]*)<\/objective>/)?.[1] ?? textOf(contents[0]);
+  const turn = contents.filter((content) => content.role === 'model').length + 1;
+  const responses = contents
+    .filter((content) => content.role === 'user')
+    .flatMap((content) => content.parts.flatMap((part) => (part.functionResponse ? [part.functionResponse] : [])));
+  const answerOf = (name: string) => responses.find((response) => response.name === name)?.response;
+  const written = answerOf('system_write_file')?.file_path;
+  const userInput = answerOf('chat_request_user_input');
+  const choice = answerOf('chat_present_choices');
+  const wantsInput = /\b(ask|name|input|tell me|question)\b/i.test(objective);
+  const wantsChoice = /\b(choose|choice|pick|option)\b/i.test(objective);
+
+  if (!declared.has('system_objective_fulfilled')) {
+    return textTurn(model, turn, `Here is my answer to: ${objective.trim().slice(0, 200)}`);
+  }
+  const calls: Array<{ name: string; args: JsonObject }> = [];
+  let thought: string;
+  if (written === undefined && declared.has('system_write_file')) {
+    thought = `**Planning** I will note the objective in a file first, then work on it.`;
+    calls.push({ name: 'system_write_file', args: { file_name: 'plan.md', content: `# Plan\n\nObjective: ${objective.trim().slice(0, 500)}` } });
+  } else if (wantsInput && userInput === undefined && declared.has('chat_request_user_input')) {
+    thought = `**Asking** I need the user's answer before I can finish.`;
+    calls.push({ name: 'chat_request_user_input', args: { user_message: 'What is your name?', input_type: 'text' } });
+  } else if (wantsChoice && choice === undefined && declared.has('chat_present_choices')) {
+    thought = `**Offering choices** The user should pick one option.`;
+    calls.push({
+      name: 'chat_present_choices',
+      args: {
+        user_message: 'Which one do you prefer?',
+        choices: [
+          { id: 'sunrise', label: 'Sunrise' },
+          { id: 'noon', label: 'Noon' },
+          { id: 'sunset', label: 'Sunset' },
+        ],
+        selection_mode: 'single',
+      },
+    });
+  } else {
+    thought = `**Wrapping up** I have what I need.`;
+    const name = typeof userInput?.user_input === 'string' ? userInput.user_input : undefined;
+    const picked = Array.isArray(choice?.selected) ? choice.selected.join(', ') : undefined;
+    const pieces = ['Done.'];
+    if (name) pieces.push(`Hello, ${name}!`);
+    if (picked) pieces.push(`You chose ${picked}.`);
+    if (typeof written === 'string') pieces.push(`The plan: <file src="${written}" />`);
+    calls.push({ name: 'system_objective_fulfilled', args: { objective_outcome: pieces.join(' ') } });
+  }
+  const parts: Part[] = calls.map((call, index) => {
+    const part: Part = { functionCall: { name: call.name, args: call.args } };
+    if (index === 0) part.thoughtSignature = sign(`${turn}:${call.name}`);
+    return part;
+  });
+  return [
+    envelope(model, [{ text: thought, thought: true }]),
+    { ...envelope(model, parts, 'STOP'), usageMetadata: usage(contents) },
+  ];
+}
+
+function textTurn(model: string, turn: number, text: string): GenerateContentResponse[] {
+  const half = Math.ceil(text.length / 2);
+  return [
+    envelope(model, [{ text: `**Thinking** turn ${turn}`, thought: true }]),
+    envelope(model, [{ text: text.slice(0, half) }]),
+    { ...envelope(model, [{ text: text.slice(half) }], 'STOP'), usageMetadata: usage([]) },
+  ];
+}
+
+function envelope(model: string, parts: Part[], finishReason?: string): GenerateContentResponse {
+  const candidate: JsonObject = { content: { parts, role: 'model' }, index: 0 };
+  if (finishReason) candidate.finishReason = finishReason;
+  return { candidates: [candidate], modelVersion: model, responseId: 'simulated' } as GenerateContentResponse;
+}
+
+function usage(contents: readonly LLMContent[]) {
+  const prompt = 20 + JSON.stringify(contents).length / 4;
+  return { promptTokenCount: Math.round(prompt), candidatesTokenCount: 24, totalTokenCount: Math.round(prompt) + 24 };
+}
+
+function sign(seed: string): string {
+  return `${SIGNATURE_PREFIX}${btoa(seed).replace(/=+$/, '')}`;
+}
+
+function textOf(content: LLMContent | undefined): string {
+  return (content?.parts ?? []).map((part) => part.text ?? '').join('');
+}
