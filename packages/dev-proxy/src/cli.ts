@@ -1,6 +1,5 @@
 #!/usr/bin/env node
-import { createServer } from 'node:http';
-import { AgentError } from '@org/core';
+import { startDevServer } from './dev-server.js';
 
 /** Reads `--port <n>` / `--port=<n>`, then `PORT`, then 8080. */
 function readPort(argv: readonly string[]): number {
@@ -14,24 +13,16 @@ function readPort(argv: readonly string[]): number {
   return port;
 }
 
-const port = readPort(process.argv.slice(2));
-const server = createServer((request, response) => {
-  const error = new AgentError(
-    'NOT_IMPLEMENTED',
-    `${request.method} ${request.url}: the agent endpoints are not wired into the dev server yet`,
-  );
-  response.writeHead(error.status, { 'content-type': 'application/json; charset=utf-8' });
-  response.end(JSON.stringify(error.toJSON()));
+const server = await startDevServer({
+  port: readPort(process.argv.slice(2)),
+  ...(process.env.GEMINI_API_KEY ? { geminiApiKey: process.env.GEMINI_API_KEY } : {}),
+  ...(process.env.GEMINI_BASE_URL ? { geminiBaseUrl: process.env.GEMINI_BASE_URL } : {}),
+  ...(process.env.INTERACTION_STORE_DIR ? { storeDirectory: process.env.INTERACTION_STORE_DIR } : {}),
+  ...(process.env.GEMINI_MODEL ? { model: process.env.GEMINI_MODEL } : {}),
 });
-server.listen(port, '127.0.0.1', () => {
-  const address = server.address();
-  const actual = typeof address === 'object' && address ? address.port : port;
-  console.log(
-    [
-      `dev-proxy listening on http://127.0.0.1:${actual}`,
-      'Status: early build. The agent loop, the HTTP protocol handler and the simulated Gemini are',
-      'still being wired in; every request is answered with 501 and a JSON error until then.',
-    ].join('\n'),
-  );
-});
-for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => server.close(() => process.exit(0)));
+console.log(server.banner);
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    void server.close().then(() => process.exit(0));
+  });
+}

@@ -1,1 +1,1 @@
-export {};
+export { startDevServer, type DevServer, type DevServerConfig } from './dev-server.js';

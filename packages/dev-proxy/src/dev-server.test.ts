@@ -1,0 +1,71 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const cli = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../dist/cli.js');
+const children: ChildProcess[] = [];
+let storeDirectory = '';
+
+afterAll(async () => {
+  for (const child of children) child.kill('SIGTERM');
+  if (storeDirectory) await rm(storeDirectory, { recursive: true, force: true });
+});
+
+/** Starts `pnpm dev`'s server as a real process on a free port and returns its URL from the banner. */
+function startProcess(env: Record<string, string>): Promise<{ url: string; banner: string }> {
+  const child = spawn(process.execPath, [cli, '--port', '0'], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    let output = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /Agent dev server on (http:\/\/\S+)/.exec(output);
+      if (match && output.includes('curl')) resolve({ url: match[1] as string, banner: output });
+    });
+    child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.on('exit', (code) => reject(new Error(`dev server exited with ${code}: ${output}`)));
+  });
+}
+
+async function events(response: Response): Promise<Array<Record<string, Record<string, unknown>>>> {
+  return (await response.text())
+    .split('\n')
+    .filter((line) => line.startsWith('data: '))
+    .map((line) => JSON.parse(line.slice(6)));
+}
+
+const post = (url: string, body: unknown) =>
+  fetch(`${url}/v1beta1/streamRunAgent?alt=sse`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+describe('dev server process', () => {
+  it('runs against the simulated Gemini: suspend on one process, resume on another sharing the store', async () => {
+    storeDirectory = await mkdtemp(path.join(os.tmpdir(), 'org-dev-store-'));
+    const first = await startProcess({ INTERACTION_STORE_DIR: storeDirectory });
+    expect(first.banner).toMatch(/SIMULATED Gemini/);
+    expect(first.banner).toContain('curl -N');
+    const started = await events(await post(first.url, { start: { segments: [{ textSegment: { text: 'Ask me my name and greet me.' } }] } }));
+    expect(started.map((event) => Object.keys(event)[0])).toContain('thought');
+    const suspend = started.at(-1)?.waitForInput;
+    expect(suspend?.interactionId).toEqual(expect.any(String));
+
+    const second = await startProcess({ INTERACTION_STORE_DIR: storeDirectory });
+    const resumed = await events(
+      await post(second.url, { resume: { interactionId: suspend?.interactionId, response: { input: { role: 'user', parts: [{ text: 'Ada' }] } } } }),
+    );
+    expect(resumed.at(-1)).toMatchObject({ complete: { result: { success: true } } });
+    expect(JSON.stringify(resumed.at(-1))).toContain('Hello, Ada!');
+
+    const reused = await events(await post(first.url, { resume: { interactionId: suspend?.interactionId, response: {} } }));
+    expect(reused).toEqual([{ error: { message: `Unknown interaction ID: ${suspend?.interactionId}` } }]);
+
+    const malformed = await post(first.url, { start: { segments: 'nope' } });
+    expect(malformed.status).toBe(400);
+    expect(((await malformed.json()) as { error: { message: string } }).error.message).toMatch(/^start\.segments: /);
+  });
+});

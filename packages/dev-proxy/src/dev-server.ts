@@ -1,0 +1,109 @@
+import { createServer, type Server } from 'node:http';
+import { mkdirSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createFileInteractionStore, createHandler, serve, type RunningServer } from '@org/adapter-node';
+import { AgentError } from '@org/core';
+import { AGENT_RUN_PATHS, createGeminiBackendClient } from '@org/core/http';
+import { createSimulatedGemini } from '@org/core/testing';
+
+/** Settings of the dev server, usually read from flags and the environment. */
+export interface DevServerConfig {
+  port: number;
+  host?: string;
+  /** Real Gemini API key; with neither key nor base URL the simulated Gemini is used. */
+  geminiApiKey?: string;
+  /** Any Gemini-compatible endpoint. */
+  geminiBaseUrl?: string;
+  /** Where suspended runs are kept; processes sharing it can resume each other's runs. */
+  storeDirectory?: string;
+  /** Gemini model id for runs. */
+  model?: string;
+}
+
+/** A running dev server. */
+export interface DevServer {
+  url: string;
+  port: number;
+  mode: 'gemini' | 'custom' | 'simulated';
+  banner: string;
+  close(): Promise<void>;
+}
+
+/** Starts the agent API on `node:http`, with a simulated Gemini on loopback when no key is set. */
+export async function startDevServer(config: DevServerConfig): Promise<DevServer> {
+  const host = config.host ?? '127.0.0.1';
+  let simulated: RunningServer | undefined;
+  let mode: DevServer['mode'];
+  let baseUrl: string | undefined;
+  if (config.geminiBaseUrl) {
+    mode = 'custom';
+    baseUrl = config.geminiBaseUrl;
+  } else if (config.geminiApiKey) {
+    mode = 'gemini';
+  } else {
+    mode = 'simulated';
+    const gemini = createSimulatedGemini({ chunkDelayMs: 40 });
+    simulated = await serve({ handler: (request) => gemini.fetch(request) });
+    baseUrl = `${simulated.url}/v1beta`;
+  }
+  const storeDirectory = path.resolve(config.storeDirectory ?? path.join(os.tmpdir(), 'org-dev-proxy', 'interactions'));
+  mkdirSync(storeDirectory, { recursive: true });
+  const store = createFileInteractionStore({ directory: storeDirectory });
+  const backend = createGeminiBackendClient({
+    apiKey: config.geminiApiKey ?? 'simulated',
+    fetch,
+    ...(baseUrl ? { baseUrl } : {}),
+  });
+  const agent = createHandler({
+    createPorts: () => ({ backend, store }),
+    runOptions: () => (config.model ? { model: config.model } : undefined),
+  });
+  const server: Server = createServer((request, response) => {
+    const pathname = new URL(request.url ?? '/', 'http://localhost').pathname;
+    if (AGENT_RUN_PATHS.includes(pathname)) {
+      agent(request, response);
+      return;
+    }
+    const error = new AgentError('NOT_IMPLEMENTED', `${request.method} ${pathname}: the dev server does not proxy this path yet`);
+    response.writeHead(error.status, { 'content-type': 'application/json; charset=utf-8' });
+    response.end(JSON.stringify(error.toJSON()));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, host, () => resolve());
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  const url = `http://${host === '0.0.0.0' ? 'localhost' : host}:${port}`;
+  return {
+    url,
+    port,
+    mode,
+    banner: banner(url, mode, baseUrl, storeDirectory),
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await simulated?.close();
+    },
+  };
+}
+
+function banner(url: string, mode: DevServer['mode'], baseUrl: string | undefined, storeDirectory: string): string {
+  const modeLine =
+    mode === 'simulated'
+      ? 'Model:     SIMULATED Gemini (no GEMINI_API_KEY set): a local stand-in, no real model is called'
+      : mode === 'custom'
+        ? `Model:     Gemini-compatible endpoint at ${baseUrl}`
+        : 'Model:     Gemini API (GEMINI_API_KEY)';
+  return [
+    `Agent dev server on ${url}`,
+    modeLine,
+    `Endpoints: POST ${url}/v1beta1/streamRunAgent  (alias POST ${url}/api/agent/run)`,
+    `Store:     ${storeDirectory}`,
+    '',
+    'Start a run:',
+    `  curl -N ${url}/v1beta1/streamRunAgent -H 'content-type: application/json' \\`,
+    `    -d '{"start":{"segments":[{"textSegment":{"text":"Ask me my name and greet me."}}]}}'`,
+  ].join('\n');
+}
