@@ -19,6 +19,7 @@ const server = await startDevServer({
   ...(process.env.GEMINI_BASE_URL ? { geminiBaseUrl: process.env.GEMINI_BASE_URL } : {}),
   ...(process.env.INTERACTION_STORE_DIR ? { storeDirectory: process.env.INTERACTION_STORE_DIR } : {}),
   ...(process.env.GEMINI_MODEL ? { model: process.env.GEMINI_MODEL } : {}),
+  ...(process.env.UPSTREAM_URL ? { upstreamUrl: process.env.UPSTREAM_URL } : {}),
 });
 console.log(server.banner);
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {

@@ -6,6 +6,7 @@ import { createFileInteractionStore, createHandler, serve, type RunningServer } 
 import { AgentError } from '@org/core';
 import { AGENT_RUN_PATHS, createGeminiBackendClient } from '@org/core/http';
 import { createSimulatedGemini } from '@org/core/testing';
+import { createReverseProxy } from './reverse-proxy.js';
 
 /** Settings of the dev server, usually read from flags and the environment. */
 export interface DevServerConfig {
@@ -19,6 +20,8 @@ export interface DevServerConfig {
   storeDirectory?: string;
   /** Gemini model id for runs. */
   model?: string;
+  /** Every other `/v1beta1/*` path is proxied here. */
+  upstreamUrl?: string;
 }
 
 /** A running dev server. */
@@ -59,13 +62,20 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
     createPorts: () => ({ backend, store }),
     runOptions: () => (config.model ? { model: config.model } : undefined),
   });
+  const proxy = config.upstreamUrl ? createReverseProxy({ upstreamUrl: config.upstreamUrl }) : undefined;
   const server: Server = createServer((request, response) => {
     const pathname = new URL(request.url ?? '/', 'http://localhost').pathname;
     if (AGENT_RUN_PATHS.includes(pathname)) {
       agent(request, response);
       return;
     }
-    const error = new AgentError('NOT_IMPLEMENTED', `${request.method} ${pathname}: the dev server does not proxy this path yet`);
+    if (pathname.startsWith('/v1beta1/') && proxy) {
+      void proxy(request, response);
+      return;
+    }
+    const error = pathname.startsWith('/v1beta1/')
+      ? new AgentError('UPSTREAM_ERROR', `${pathname}: no UPSTREAM_URL is set, so the dev server cannot forward this path`)
+      : new AgentError('NOT_FOUND', `${request.method} ${pathname}: nothing here; the agent API is POST /v1beta1/streamRunAgent`);
     response.writeHead(error.status, { 'content-type': 'application/json; charset=utf-8' });
     response.end(JSON.stringify(error.toJSON()));
   });
@@ -80,7 +90,7 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
     url,
     port,
     mode,
-    banner: banner(url, mode, baseUrl, storeDirectory),
+    banner: banner(url, mode, baseUrl, storeDirectory, config.upstreamUrl),
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -89,7 +99,7 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
   };
 }
 
-function banner(url: string, mode: DevServer['mode'], baseUrl: string | undefined, storeDirectory: string): string {
+function banner(url: string, mode: DevServer['mode'], baseUrl: string | undefined, storeDirectory: string, upstreamUrl: string | undefined): string {
   const modeLine =
     mode === 'simulated'
       ? 'Model:     SIMULATED Gemini (no GEMINI_API_KEY set): a local stand-in, no real model is called'
@@ -100,6 +110,7 @@ function banner(url: string, mode: DevServer['mode'], baseUrl: string | undefine
     `Agent dev server on ${url}`,
     modeLine,
     `Endpoints: POST ${url}/v1beta1/streamRunAgent  (alias POST ${url}/api/agent/run)`,
+    `Upstream:  ${upstreamUrl ? `every other /v1beta1/* path -> ${upstreamUrl}` : 'none (set UPSTREAM_URL to forward other /v1beta1/* paths)'}`,
     `Store:     ${storeDirectory}`,
     '',
     'Start a run:',
