@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import { mkdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createFileInteractionStore, createHandler, serve, type RunningServer } from '@org/adapter-node';
+import { createFileInteractionStore, createHandler, createNodeFetch, serve, type RunningServer } from '@org/adapter-node';
 import { AgentError } from '@org/core';
 import { AGENT_RUN_PATHS, createGeminiBackendClient } from '@org/core/http';
 import { createSimulatedGemini } from '@org/core/testing';
@@ -53,9 +53,10 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
   const storeDirectory = path.resolve(config.storeDirectory ?? path.join(os.tmpdir(), 'org-dev-proxy', 'interactions'));
   mkdirSync(storeDirectory, { recursive: true });
   const store = createFileInteractionStore({ directory: storeDirectory });
+  const pooledFetch = createNodeFetch();
   const backend = createGeminiBackendClient({
     apiKey: config.geminiApiKey ?? 'simulated',
-    fetch,
+    fetch: pooledFetch,
     ...(baseUrl ? { baseUrl } : {}),
   });
   const agent = createHandler({
@@ -95,6 +96,7 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await simulated?.close();
+      await pooledFetch.close();
     },
   };
 }

@@ -15,7 +15,10 @@ export interface RetryOptions {
 
 /** Options of {@link createGeminiBackendClient}. */
 export interface GeminiBackendClientOptions {
-  apiKey: string;
+  /** Sent as `x-goog-api-key`. One of `apiKey` and `accessToken` is required. */
+  apiKey?: string;
+  /** An OAuth token, sent as `Authorization: Bearer` (used when requests run as the user). */
+  accessToken?: string;
   fetch: typeof fetch;
   /** Default `https://generativelanguage.googleapis.com/v1beta`; point it at a gateway or a local server. */
   baseUrl?: string;
@@ -37,6 +40,9 @@ const DEFAULT_BASE_URL = 'https://generativelanguage.googleapis.com/v1beta';
  * ```
  */
 export function createGeminiBackendClient(options: GeminiBackendClientOptions): BackendClient {
+  if (!options.apiKey && !options.accessToken) {
+    throw new AgentError('UNAUTHENTICATED', 'createGeminiBackendClient needs options.apiKey or options.accessToken');
+  }
   const baseUrl = (options.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, '');
   const maxAttempts = options.retry?.maxAttempts ?? 5;
   const baseDelayMs = options.retry?.baseDelayMs ?? 1000;
@@ -85,7 +91,11 @@ async function send(options: GeminiBackendClientOptions, url: string, body: stri
   try {
     return await options.fetch(url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-goog-api-key': options.apiKey, ...options.headers },
+      headers: {
+        'content-type': 'application/json',
+        ...(options.apiKey ? { 'x-goog-api-key': options.apiKey } : { authorization: `Bearer ${options.accessToken}` }),
+        ...options.headers,
+      },
       body,
       ...(signal ? { signal } : {}),
     });

@@ -10,3 +10,4 @@ export {
   type GeminiBackendClientOptions,
   type RetryOptions,
 } from './gemini-backend-client.js';
+export { createUpstreamBackendClient, type UpstreamBackendClientOptions } from './upstream-backend-client.js';
