@@ -64,6 +64,17 @@ describe('dev server process', () => {
     const reused = await events(await post(first.url, { resume: { interactionId: suspend?.interactionId, response: {} } }));
     expect(reused).toEqual([{ error: { message: `Unknown interaction ID: ${suspend?.interactionId}` } }]);
 
+    const unknown = await events(await post(first.url, { resume: { interactionId: 'no-such-run', response: {} } }));
+    expect(unknown).toEqual([{ error: { message: 'Unknown interaction ID: no-such-run' } }]);
+
+    const oversized = await fetch(`${first.url}/v1beta1/streamRunAgent`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ segments: [{ type: 'text', text: 'x'.repeat(33 * 1024 * 1024) }] }),
+    });
+    expect(oversized.status).toBe(413);
+    expect(((await oversized.json()) as { error: { code: string } }).error.code).toBe('PAYLOAD_TOO_LARGE');
+
     const malformed = await post(first.url, { start: { segments: 'nope' } });
     expect(malformed.status).toBe(400);
     expect(((await malformed.json()) as { error: { message: string } }).error.message).toMatch(/^start\.segments: /);
