@@ -7,4 +7,7 @@ export default defineConfig({
   clean: true,
   sourcemap: true,
   target: 'es2022',
+  platform: 'neutral',
+  // Provided by the Workers runtime; @org/core is a dependency the user's bundler resolves.
+  external: ['cloudflare:workers', '@org/core', '@org/core/http'],
 });

@@ -1,0 +1,153 @@
+import { AgentError, type AgentPorts, type BackendClient, type InteractionStore, type RunOptions } from '@org/core';
+import {
+  AGENT_RUN_PATHS,
+  createAgentHandler,
+  createGeminiBackendClient,
+  errorResponse,
+  type AgentRequestContext,
+} from '@org/core/http';
+import { createDurableObjectInteractionStore, type InteractionStoreObject } from './durable-object-interaction-store.js';
+import { createKvInteractionStore } from './kv-interaction-store.js';
+
+/**
+ * The bindings and secrets the default ports read. All optional: pass `createBackend` /
+ * `createStore` / `createPorts` to get them from elsewhere.
+ */
+export interface AgentWorkerEnv {
+  /** Gemini API key (`npx wrangler secret put GEMINI_API_KEY`; `.dev.vars` locally). */
+  GEMINI_API_KEY?: string;
+  /** Overrides the Gemini API base URL, e.g. a gateway or a local simulated model. */
+  GEMINI_BASE_URL?: string;
+  /** Durable Object namespace of {@link InteractionStoreObject}: the default, strongly single-use store. */
+  INTERACTIONS?: DurableObjectNamespace<InteractionStoreObject>;
+  /** A KV namespace, used when `INTERACTIONS` is not bound (eventually consistent; see the README). */
+  INTERACTIONS_KV?: KVNamespace;
+}
+
+/** What the port factories learn about one request: core's context plus the Worker's own. */
+export interface WorkerRequestContext extends AgentRequestContext {
+  /** The invocation's context; the handler already routes store writes through `waitUntil`. */
+  executionContext: ExecutionContext;
+}
+
+/** Options of {@link createHandler}. */
+export interface WorkerHandlerOptions<Env> {
+  /**
+   * Builds all ports for one request. When given, `createBackend` and `createStore` are not used.
+   * The returned store's writes are still routed through `ctx.waitUntil`.
+   */
+  createPorts?(env: Env, context: WorkerRequestContext): AgentPorts | Promise<AgentPorts>;
+  /** Builds the model backend for one request. Default: Gemini with `env.GEMINI_API_KEY` and the global `fetch`. */
+  createBackend?(env: Env, context: WorkerRequestContext): BackendClient | Promise<BackendClient>;
+  /** Builds the interaction store. Default: the `INTERACTIONS` Durable Object binding, else the `INTERACTIONS_KV` namespace. */
+  createStore?(env: Env, context: WorkerRequestContext): InteractionStore | Promise<InteractionStore>;
+  /** Run options for one request (model, mode, extra function groups, ...). */
+  runOptions?(env: Env, context: WorkerRequestContext): Omit<RunOptions, 'signal' | 'owner'> | undefined;
+  /** Refuse bodies larger than this with 413. Default 32 MiB. */
+  maxBodyBytes?: number;
+  /** Send an SSE keep-alive comment after this much silence. Default 15 s. */
+  keepAliveMs?: number;
+  /** Who owns a run started with this token. Default: a SHA-256 digest of the token. */
+  resolveOwner?(accessToken: string | undefined, env: Env): string | undefined | Promise<string | undefined>;
+  /** Answers requests to paths other than the agent endpoints. Default: a 404 JSON error. */
+  fallback?(request: Request, env: Env, executionContext: ExecutionContext): Response | Promise<Response>;
+}
+
+/**
+ * A Cloudflare Worker that serves the agent protocol: `POST /v1beta1/streamRunAgent` (and
+ * `/api/agent/run`) with a start or resume body, answered with the run's events as SSE streamed
+ * through the Response body. Ports are built per request from `env` and the caller's token.
+ *
+ * @example
+ * ```ts
+ * import { createHandler, InteractionStoreObject } from '@org/adapter-workers';
+ *
+ * export { InteractionStoreObject };
+ * export default createHandler<Env>();
+ * ```
+ */
+export function createHandler<Env = AgentWorkerEnv>(options: WorkerHandlerOptions<Env> = {}): ExportedHandler<Env> {
+  return {
+    async fetch(request, env, executionContext) {
+      if (options.fallback && !AGENT_RUN_PATHS.includes(new URL(request.url).pathname)) {
+        return options.fallback(request as unknown as Request, env, executionContext);
+      }
+      const withWorker = (context: AgentRequestContext): WorkerRequestContext => ({ ...context, executionContext });
+      const handler = createAgentHandler({
+        createPorts: async (context) => {
+          const workerContext = withWorker(context);
+          const ports = options.createPorts
+            ? await options.createPorts(env, workerContext)
+            : await createDefaultPorts(env, workerContext, options);
+          return { ...ports, store: keepWritesAlive(ports.store, executionContext) };
+        },
+        ...(options.runOptions ? { runOptions: (context: AgentRequestContext) => options.runOptions?.(env, withWorker(context)) } : {}),
+        ...(options.resolveOwner ? { resolveOwner: (accessToken: string | undefined) => options.resolveOwner?.(accessToken, env) } : {}),
+        ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }),
+        ...(options.keepAliveMs === undefined ? {} : { keepAliveMs: options.keepAliveMs }),
+      });
+      try {
+        return await handler(request as unknown as Request);
+      } catch (error) {
+        return errorResponse(error);
+      }
+    },
+  };
+}
+
+async function createDefaultPorts<Env>(
+  env: Env,
+  context: WorkerRequestContext,
+  options: WorkerHandlerOptions<Env>,
+): Promise<AgentPorts> {
+  const bindings = (env ?? {}) as AgentWorkerEnv;
+  const backend = options.createBackend ? await options.createBackend(env, context) : createDefaultBackend(bindings);
+  const store = options.createStore ? await options.createStore(env, context) : createDefaultStore(bindings);
+  return { backend, store };
+}
+
+function createDefaultBackend(env: AgentWorkerEnv): BackendClient {
+  const apiKey = env.GEMINI_API_KEY;
+  if (!apiKey) {
+    throw new AgentError(
+      'INTERNAL',
+      'GEMINI_API_KEY is not set for this Worker: run `npx wrangler secret put GEMINI_API_KEY` (locally, put it in .dev.vars), or pass createBackend',
+    );
+  }
+  // The global fetch must be called unbound from an object; wrap it instead of passing it along.
+  const workerFetch: typeof fetch = (input, init) => fetch(input, init);
+  return createGeminiBackendClient({
+    apiKey,
+    fetch: workerFetch,
+    ...(env.GEMINI_BASE_URL ? { baseUrl: env.GEMINI_BASE_URL } : {}),
+  });
+}
+
+function createDefaultStore(env: AgentWorkerEnv): InteractionStore {
+  if (env.INTERACTIONS) return createDurableObjectInteractionStore(env.INTERACTIONS);
+  if (env.INTERACTIONS_KV) return createKvInteractionStore(env.INTERACTIONS_KV);
+  throw new AgentError(
+    'INTERNAL',
+    'No interaction store is bound: add a Durable Object binding INTERACTIONS (class InteractionStoreObject) or a KV namespace INTERACTIONS_KV to wrangler.jsonc, or pass createStore',
+  );
+}
+
+/**
+ * Routes every store operation through `ctx.waitUntil`, so a suspended run's state is written in
+ * full even when the client disconnects while it is being saved (the runtime would otherwise
+ * cancel outstanding work once the response is gone).
+ */
+function keepWritesAlive(store: InteractionStore, executionContext: ExecutionContext): InteractionStore {
+  const keep = <T>(promise: Promise<T>): Promise<T> => {
+    executionContext.waitUntil(promise.then(noop, noop));
+    return promise;
+  };
+  return {
+    save: (id, value) => keep(store.save(id, value)),
+    take: (id) => keep(store.take(id)),
+    has: (id) => store.has(id),
+    delete: (id) => keep(store.delete(id)),
+  };
+}
+
+function noop(): void {}

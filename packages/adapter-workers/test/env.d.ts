@@ -1,0 +1,13 @@
+import type { InteractionStoreObject } from '../src/index.js';
+
+declare global {
+  namespace Cloudflare {
+    interface Env {
+      INTERACTIONS: DurableObjectNamespace<InteractionStoreObject>;
+      INTERACTIONS_KV_BACKED: DurableObjectNamespace<InteractionStoreObject>;
+      INTERACTIONS_KV: KVNamespace;
+      GEMINI_API_KEY?: string;
+    }
+  }
+}
+export {};
