@@ -1,5 +1,11 @@
 import { cloudflareTest } from '@cloudflare/vitest-pool-workers';
+import { createSimulatedGemini } from '@org/core/testing';
 import { defineConfig } from 'vitest/config';
+
+/** Where the test Worker's default Gemini backend sends requests; answered by the simulated Gemini below. */
+const SIMULATED_GEMINI_URL = 'https://simulated-gemini.test/v1beta';
+
+const gemini = createSimulatedGemini();
 
 // Every test runs inside workerd (the Workers runtime) through Miniflare, against the bindings of
 // test/wrangler.jsonc; test/worker.ts is the Worker under test and exports the Durable Objects.
@@ -8,6 +14,17 @@ export default defineConfig({
     cloudflareTest({
       main: './test/worker.ts',
       wrangler: { configPath: './test/wrangler.jsonc' },
+      miniflare: {
+        bindings: { GEMINI_API_KEY: 'test-key', GEMINI_BASE_URL: SIMULATED_GEMINI_URL },
+        // The Worker's global fetch leaves workerd here: only the simulated Gemini answers.
+        outboundService: async (request) => {
+          if (!request.url.startsWith(SIMULATED_GEMINI_URL)) {
+            return new Response(`No network in tests: ${request.url}`, { status: 502 }) as never;
+          }
+          const response = await gemini.fetch(new Request(request.url, { method: request.method, headers: request.headers as never, body: await request.text() }));
+          return response as never;
+        },
+      },
     }),
   ],
   test: {

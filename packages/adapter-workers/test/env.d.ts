@@ -2,6 +2,9 @@ import type { InteractionStoreObject } from '../src/index.js';
 
 declare global {
   namespace Cloudflare {
+    interface GlobalProps {
+      mainModule: typeof import('./worker.js');
+    }
     interface Env {
       INTERACTIONS: DurableObjectNamespace<InteractionStoreObject>;
       INTERACTIONS_KV_BACKED: DurableObjectNamespace<InteractionStoreObject>;

@@ -1,0 +1,174 @@
+import { env, exports } from 'cloudflare:workers';
+import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import type { AgentPorts, InteractionStore } from '@org/core';
+import { createAgentHandler } from '@org/core/http';
+import { createMemoryInteractionStore, createScriptedBackendClient, functionCallChunk, thoughtChunk } from '@org/core/testing';
+import { agentRequest, typesOf, wireEvents } from '../test/helpers.js';
+import { createHandler, type WorkerHandlerOptions } from './create-handler.js';
+import { createDurableObjectInteractionStore } from './durable-object-interaction-store.js';
+import { createKvInteractionStore } from './kv-interaction-store.js';
+
+type TestEnv = Cloudflare.Env;
+
+/** A model that asks for a name, then greets whoever answered. Fresh per request, like a real backend client. */
+function greeterBackend() {
+  return createScriptedBackendClient((request) => {
+    const answer = request.body.contents.at(-1)?.parts[0]?.functionResponse?.response?.user_input;
+    return typeof answer === 'string'
+      ? [functionCallChunk('system_objective_fulfilled', { objective_outcome: `Hello ${answer}` })]
+      : [thoughtChunk('I need a name'), functionCallChunk('chat_request_user_input', { user_message: 'Your name?' })];
+  });
+}
+
+/** One Worker instance, as a separate isolate or deployment would build it. */
+function greeterWorker(createStore: (env: TestEnv) => InteractionStore, extra: Partial<WorkerHandlerOptions<TestEnv>> = {}) {
+  return createHandler<TestEnv>({
+    createPorts: (workerEnv): AgentPorts => ({ backend: greeterBackend(), store: createStore(workerEnv) }),
+    ...extra,
+  });
+}
+
+/** Sends one request through `worker.fetch` with its own execution context, waiting for its `waitUntil` work. */
+async function send(worker: ExportedHandler<TestEnv>, request: Request): Promise<Response> {
+  const executionContext = createExecutionContext();
+  const response = await worker.fetch?.(request as Request<unknown, IncomingRequestCfProperties>, env, executionContext);
+  if (!response) throw new Error('the worker has no fetch handler');
+  const body = await response.arrayBuffer();
+  await waitOnExecutionContext(executionContext);
+  return new Response(body, response);
+}
+
+const START = { start: { segments: [{ textSegment: { text: 'Greet me by name' } }] }, accessToken: 'user-token' };
+const resumeBody = (interactionId: string, name: string) => ({
+  resume: { interactionId, response: { input: { role: 'user', parts: [{ text: name }] } } },
+  accessToken: 'user-token',
+});
+
+const STORES: Array<[string, (env: TestEnv) => InteractionStore]> = [
+  ['Durable Object store', (workerEnv) => createDurableObjectInteractionStore(workerEnv.INTERACTIONS)],
+  ['KV store', (workerEnv) => createKvInteractionStore(workerEnv.INTERACTIONS_KV)],
+];
+
+describe('createHandler', () => {
+  for (const [name, createStore] of STORES) {
+    it(`suspends a run in one request and completes it in another (${name})`, async () => {
+      const first = await send(greeterWorker(createStore), agentRequest(START));
+      expect(first.status).toBe(200);
+      expect(first.headers.get('content-type')).toMatch(/^text\/event-stream/);
+      const started = await wireEvents(first);
+      expect(typesOf(started)).toEqual(['start', 'sendRequest', 'thought', 'functionCall', 'waitForInput']);
+      const interactionId = started.at(-1)?.waitForInput?.interactionId as string;
+      expect(interactionId).toMatch(/^[0-9a-f-]{36}$/);
+      expect(await createStore(env).has(interactionId)).toBe(true);
+
+      // A different Worker instance: nothing is shared with the first request except the store.
+      const resumed = await wireEvents(await send(greeterWorker(createStore), agentRequest(resumeBody(interactionId, 'Ada'))));
+      expect(typesOf(resumed)).toContain('functionResult');
+      expect(resumed.slice(-2)).toEqual([
+        { finish: {} },
+        { complete: { result: { success: true, outcomes: { parts: [{ text: 'Hello Ada' }], role: 'user' } } } },
+      ]);
+      expect(await createStore(env).has(interactionId)).toBe(false);
+
+      const again = await wireEvents(await send(greeterWorker(createStore), agentRequest(resumeBody(interactionId, 'Eve'))));
+      expect(again).toEqual([{ error: { message: `Unknown interaction ID: ${interactionId}` } }]);
+    });
+  }
+
+  it('lets only one of two simultaneous resumes of one interaction run (Durable Object store)', async () => {
+    const createStore = (workerEnv: TestEnv) => createDurableObjectInteractionStore(workerEnv.INTERACTIONS);
+    const started = await wireEvents(await send(greeterWorker(createStore), agentRequest(START)));
+    const interactionId = started.at(-1)?.waitForInput?.interactionId as string;
+    const outcomes = await Promise.all(
+      ['Ada', 'Eve'].map(async (name) => wireEvents(await send(greeterWorker(createStore), agentRequest(resumeBody(interactionId, name))))),
+    );
+    const completed = outcomes.filter((events) => typesOf(events).includes('complete'));
+    const refused = outcomes.filter((events) => JSON.stringify(events) === JSON.stringify([{ error: { message: `Unknown interaction ID: ${interactionId}` } }]));
+    expect([completed.length, refused.length]).toEqual([1, 1]);
+  });
+
+  it('refuses a resume by another user and keeps the run for its owner', async () => {
+    const createStore = (workerEnv: TestEnv) => createDurableObjectInteractionStore(workerEnv.INTERACTIONS);
+    const started = await wireEvents(await send(greeterWorker(createStore), agentRequest(START)));
+    const interactionId = started.at(-1)?.waitForInput?.interactionId as string;
+    const stolen = await wireEvents(
+      await send(greeterWorker(createStore), agentRequest({ ...resumeBody(interactionId, 'Mallory'), accessToken: 'other-token' })),
+    );
+    expect(stolen).toEqual([{ error: { message: `Interaction ${interactionId} belongs to another user` } }]);
+    const owner = await wireEvents(await send(greeterWorker(createStore), agentRequest(resumeBody(interactionId, 'Ada'))));
+    expect(owner.at(-1)).toMatchObject({ complete: { result: { success: true } } });
+  });
+
+  it('answers a malformed body with the same 400 JSON as the core handler used on Node', async () => {
+    const nodeHandler = createAgentHandler({ createPorts: () => ({ backend: greeterBackend(), store: createMemoryInteractionStore() }) });
+    const bodies = ['{"start":', JSON.stringify({ start: { segments: [{ bogus: {} }] } }), JSON.stringify({ resume: { interactionId: 7 } })];
+    for (const body of bodies) {
+      const fromWorker = await exports.default.fetch(agentRequest(body));
+      const fromCore = await nodeHandler(agentRequest(body));
+      expect(fromWorker.status).toBe(400);
+      expect(fromWorker.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      expect(await fromWorker.text()).toBe(await fromCore.text());
+    }
+    const response = await exports.default.fetch(agentRequest({ start: { segments: [{ bogus: {} }] } }));
+    expect(await response.json()).toEqual({
+      error: {
+        code: 'BAD_REQUEST',
+        message: 'start.segments[0]: unknown segment kind "bogus"',
+        status: 400,
+        details: { path: 'start.segments[0]' },
+      },
+    });
+  });
+
+  it('says which secret is missing when GEMINI_API_KEY is not set', async () => {
+    const worker = createHandler<TestEnv>();
+    const response = await worker.fetch?.(
+      agentRequest(START) as Request<unknown, IncomingRequestCfProperties>,
+      { ...env, GEMINI_API_KEY: undefined },
+      createExecutionContext(),
+    );
+    expect(response?.status).toBe(500);
+    expect(await response?.json()).toMatchObject({
+      error: { code: 'INTERNAL', message: expect.stringContaining('GEMINI_API_KEY is not set for this Worker') },
+    });
+  });
+
+  it('runs with the default ports: Gemini from env over the global fetch, the INTERACTIONS Durable Object store', async () => {
+    // test/wrangler.jsonc's Worker is `createHandler()`; vitest.config.ts routes its outbound fetch to a simulated Gemini.
+    const started = await wireEvents(await exports.default.fetch(agentRequest({ ...START, start: { segments: [{ type: 'text', text: 'Ask my name, then greet me' }] } })));
+    const interactionId = started.at(-1)?.waitForInput?.interactionId as string;
+    expect(typesOf(started).at(-1)).toBe('waitForInput');
+    expect(await createDurableObjectInteractionStore(env.INTERACTIONS).has(interactionId)).toBe(true);
+    const resumed = await wireEvents(await exports.default.fetch(agentRequest(resumeBody(interactionId, 'Ada'))));
+    expect(resumed.at(-1)).toMatchObject({ complete: { result: { success: true } } });
+    expect(JSON.stringify(resumed.at(-1))).toContain('Hello, Ada!');
+  });
+
+  it('hands store writes to ctx.waitUntil so a save finishes even if the client has gone', async () => {
+    const waited: Promise<unknown>[] = [];
+    const executionContext = { waitUntil: (promise: Promise<unknown>) => waited.push(promise), passThroughOnException() {}, props: {} };
+    let saved = false;
+    const slowStore: InteractionStore = {
+      ...createMemoryInteractionStore(),
+      async save() {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        saved = true;
+      },
+    };
+    const worker = greeterWorker(() => slowStore);
+    const response = await worker.fetch?.(agentRequest(START) as Request<unknown, IncomingRequestCfProperties>, env, executionContext as unknown as ExecutionContext);
+    await wireEvents(response as Response);
+    expect(waited.length).toBeGreaterThan(0);
+    await Promise.all(waited);
+    expect(saved).toBe(true);
+  });
+
+  it('passes other paths to the fallback, or answers them with a 404 JSON error', async () => {
+    const withFallback = greeterWorker(() => createMemoryInteractionStore(), { fallback: () => new Response('home page') });
+    expect(await (await send(withFallback, new Request('https://agent.test/'))).text()).toBe('home page');
+    const without = await send(greeterWorker(() => createMemoryInteractionStore()), new Request('https://agent.test/elsewhere'));
+    expect(without.status).toBe(404);
+    expect(await without.json()).toMatchObject({ error: { code: 'NOT_FOUND', message: 'No agent endpoint at /elsewhere' } });
+  });
+});
