@@ -265,6 +265,7 @@ async function finishRun(
       emit({
         type: 'error',
         message: `${outcome.error.message} (the run was saved; resume interaction ${interactionId} to retry)`,
+        interactionId,
       });
       return;
     }

@@ -84,7 +84,8 @@ export const AGENT_EVENT_PAYLOADS = {
   }),
   graphEdit: z.looseObject({ edits: z.array(z.unknown()), label: z.string() }),
   complete: z.looseObject({ result: AgentResultSchema }),
-  error: z.looseObject({ message: z.string() }),
+  /** `interactionId` is set when the run was saved and can be resumed (a transient model failure). */
+  error: z.looseObject({ message: z.string(), interactionId: z.string().optional() }),
   finish: z.looseObject({}),
   subagentAddJson: z.looseObject({ callId: z.string(), title: z.string(), data: z.unknown(), icon: z.string().optional() }),
   subagentError: z.looseObject({

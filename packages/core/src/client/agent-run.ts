@@ -1,0 +1,224 @@
+import { EventChannel } from '../loop/event-channel.js';
+import type { JsonObject } from '../protocol/content.js';
+import { isSuspendEvent, type AgentEvent, type AgentResult, type SuspendEvent } from '../protocol/events.js';
+import type { StartRequest } from '../protocol/requests.js';
+import { AgentClientError } from './errors.js';
+
+/** One request of a run: the start, or the answer to a suspend. */
+export type RunSegmentRequest =
+  | { start: StartRequest }
+  | { resume: { interactionId: string; response: JsonObject } };
+
+/**
+ * Opens one segment of a run and yields its events until the stream ends (on a suspend, a pause,
+ * or the end of the run). The remote client POSTs to the server; a local run calls core directly.
+ */
+export type RunSegmentOpener = (request: RunSegmentRequest, signal: AbortSignal) => AsyncIterable<AgentEvent>;
+
+/** Answers a suspend event (`waitForInput` → `{input}`, `waitForChoice` → `{selected: {ids}}`, ...). */
+export type SuspendHandler = (event: SuspendEvent, run: AgentRun) => JsonObject | Promise<JsonObject>;
+
+/** Options of one run. */
+export interface AgentRunOptions {
+  /**
+   * Answers suspends. Without it, the run waits at each suspend until `run.respond()` is called,
+   * which suits UIs that render the suspend event from `run.events` and answer from a form.
+   */
+  onSuspend?: SuspendHandler;
+  /** Stops the run, like `run.abort()`. */
+  signal?: AbortSignal;
+}
+
+/**
+ * A run in progress, remote or local alike. Suspends do not end it: the handle answers them and
+ * continues from the next stream, so `events` is one uninterrupted sequence for the app.
+ */
+export interface AgentRun {
+  /**
+   * Every event in order, suspend events included (render them, then `respond()`). Single
+   * consumer. Ends after `complete`, `error` or `paused`; throws an {@link AgentClientError} when
+   * the transport fails.
+   */
+  readonly events: AsyncIterable<AgentEvent>;
+  /**
+   * The run's result on `complete`. Rejects with an {@link AgentClientError}: `run` for an
+   * `error` event, `paused` (with `interactionId`), `aborted`, `network`, `http`, `protocol`.
+   */
+  readonly result: Promise<AgentResult>;
+  /** The suspend event waiting for an answer, if any. */
+  readonly pending: SuspendEvent | undefined;
+  /** The last interaction id the run was saved under (changes at every suspend or pause). */
+  readonly interactionId: string | undefined;
+  /** Answers the pending suspend. Throws when nothing is pending. */
+  respond(response: JsonObject): void;
+  /** Stops the run; `result` rejects with kind `aborted` ("Run was stopped"). */
+  abort(): void;
+}
+
+/**
+ * Drives a run segment by segment through `open`, answering suspends in between.
+ *
+ * @example
+ * ```ts
+ * const run = createAgentRun(openSegment, { start: { segments: [{ type: 'text', text: 'Hi' }] } });
+ * for await (const event of run.events) console.log(event.type);
+ * ```
+ */
+export function createAgentRun(open: RunSegmentOpener, first: RunSegmentRequest, options: AgentRunOptions = {}): AgentRun {
+  const channel = new EventChannel<AgentEvent>();
+  const controller = new AbortController();
+  let pending: SuspendEvent | undefined;
+  let interactionId = 'resume' in first ? first.resume.interactionId : undefined;
+  // The answer to the pending suspend: delivered to `answer`, or kept in `early` when the app
+  // answers before the segment's stream has closed.
+  let answer: ((response: JsonObject) => void) | undefined;
+  let early: JsonObject | undefined;
+  let answered = false;
+  let settled = false;
+  let resolveResult!: (result: AgentResult) => void;
+  let rejectResult!: (error: AgentClientError) => void;
+  const result = new Promise<AgentResult>((resolve, reject) => {
+    resolveResult = resolve;
+    rejectResult = reject;
+  });
+  // The app may only read `events`; an unobserved rejection must not crash it.
+  result.catch(() => undefined);
+
+  const stopped = new Promise<never>((_, reject) => {
+    controller.signal.addEventListener('abort', () => reject(aborted()), { once: true });
+  });
+  stopped.catch(() => undefined);
+
+  const succeed = (value: AgentResult): void => {
+    if (settled) return;
+    settled = true;
+    resolveResult(value);
+  };
+  const fail = (error: AgentClientError, closeWith?: AgentClientError): void => {
+    if (settled) return;
+    settled = true;
+    rejectResult(error);
+    channel.close(closeWith);
+  };
+
+  const handle: AgentRun = {
+    events: channel,
+    result,
+    get pending() {
+      return pending;
+    },
+    get interactionId() {
+      return interactionId;
+    },
+    respond(response) {
+      if (!pending || answered) throw new Error('respond(): the run is not waiting for an answer');
+      answered = true;
+      if (answer) answer(response);
+      else early = response;
+    },
+    abort() {
+      if (controller.signal.aborted) return;
+      controller.abort();
+      fail(aborted());
+      channel.close();
+    },
+  };
+
+  if (options.signal) {
+    if (options.signal.aborted) handle.abort();
+    else options.signal.addEventListener('abort', () => handle.abort(), { once: true });
+  }
+
+  const drive = async (): Promise<void> => {
+    let request = first;
+    for (;;) {
+      let suspend: SuspendEvent | undefined;
+      for await (const event of open(request, controller.signal)) {
+        if (controller.signal.aborted) return;
+        if (isSuspendEvent(event)) {
+          // Set before the app sees the event, so a handler can read `pending` and `respond()`.
+          pending = event;
+          answered = false;
+          early = undefined;
+          if (event.interactionId !== undefined) interactionId = event.interactionId;
+        }
+        channel.push(event);
+        if (event.type === 'complete') {
+          succeed(event.result);
+          channel.close();
+          return;
+        }
+        if (event.type === 'error') {
+          // An error that names an interaction was saved first (a transient model failure).
+          if (event.interactionId !== undefined) interactionId = event.interactionId;
+          const kind = event.interactionId === undefined ? 'run' : 'paused';
+          fail(new AgentClientError(kind, event.message, withId(event.interactionId)));
+          channel.close();
+          return;
+        }
+        if (event.type === 'paused') {
+          if (event.interactionId !== undefined) interactionId = event.interactionId;
+          fail(new AgentClientError('paused', event.message, { ...withId(event.interactionId), status: event.statusCode }));
+          channel.close();
+          return;
+        }
+        if (isSuspendEvent(event)) {
+          suspend = event;
+          break;
+        }
+      }
+      if (controller.signal.aborted) return;
+      if (!suspend) throw new AgentClientError('protocol', 'The stream ended without a result, an error or a suspend');
+      if (suspend.interactionId === undefined) {
+        throw new AgentClientError('protocol', `The ${suspend.type} event carries no interactionId to resume with`);
+      }
+      const id = suspend.interactionId;
+      const response = await Promise.race([waitForAnswer(suspend), stopped]);
+      pending = undefined;
+      request = { resume: { interactionId: id, response } };
+    }
+  };
+
+  const waitForAnswer = (event: SuspendEvent): Promise<JsonObject> => {
+    const onSuspend = options.onSuspend;
+    if (onSuspend) {
+      return (async () => {
+        try {
+          return await onSuspend(event, handle);
+        } catch (error) {
+          throw new AgentClientError('aborted', `The suspend handler failed: ${messageOf(error)}`, { cause: error });
+        }
+      })();
+    }
+    if (early !== undefined) {
+      const response = early;
+      early = undefined;
+      return Promise.resolve(response);
+    }
+    return new Promise<JsonObject>((resolve) => {
+      answer = (response) => {
+        answer = undefined;
+        resolve(response);
+      };
+    });
+  };
+
+  drive().catch((error: unknown) => {
+    if (controller.signal.aborted) return;
+    const failure = error instanceof AgentClientError ? error : new AgentClientError('network', messageOf(error), { cause: error });
+    fail(failure, failure);
+  });
+  return handle;
+}
+
+function aborted(): AgentClientError {
+  return new AgentClientError('aborted', 'Run was stopped');
+}
+
+function withId(interactionId: string | undefined): { interactionId?: string } {
+  return interactionId === undefined ? {} : { interactionId };
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

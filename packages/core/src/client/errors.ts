@@ -1,0 +1,54 @@
+/** Why a run handle failed. */
+export type AgentClientErrorKind =
+  /** The server could not be reached, or the connection broke mid-stream. */
+  | 'network'
+  /** The server answered with a non-2xx status; `status` and `code` say which. */
+  | 'http'
+  /** The run ended with an `error` event; the message is the server's. */
+  | 'run'
+  /** The run stopped on a transient model failure and was saved; resume it with `interactionId`. */
+  | 'paused'
+  /** The run was stopped by `abort()` or the caller's signal. */
+  | 'aborted'
+  /** The server sent something that is not the agent protocol. */
+  | 'protocol';
+
+/** Options of {@link AgentClientError}. */
+export interface AgentClientErrorOptions {
+  status?: number;
+  code?: string;
+  interactionId?: string;
+  cause?: unknown;
+}
+
+/**
+ * A failure seen by the client: the rejection of `run.result`, and what `run.events` throws when
+ * the stream cannot go on.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await run.result;
+ * } catch (error) {
+ *   if (error instanceof AgentClientError && error.kind === 'paused') saveForLater(error.interactionId);
+ * }
+ * ```
+ */
+export class AgentClientError extends Error {
+  override readonly name = 'AgentClientError';
+  readonly kind: AgentClientErrorKind;
+  /** HTTP status, for `http` errors. */
+  readonly status: number | undefined;
+  /** The server's error code (e.g. `NOT_FOUND`), for `http` errors. */
+  readonly code: string | undefined;
+  /** Where the run was saved, for `paused` errors: resume it with `client.resumeRun()`. */
+  readonly interactionId: string | undefined;
+
+  constructor(kind: AgentClientErrorKind, message: string, options: AgentClientErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.kind = kind;
+    this.status = options.status;
+    this.code = options.code;
+    this.interactionId = options.interactionId;
+  }
+}
