@@ -1,0 +1,84 @@
+import { fileURLToPath } from 'node:url';
+import { serve, type RunningServer } from '@org/adapter-node';
+import { bundleForBrowser, launchChromium } from '@org/browser-testing';
+import { createAgentHandler, createGeminiBackendClient } from '@org/core/http';
+import { createMemoryInteractionStore, createSimulatedGemini } from '@org/core/testing';
+import type { Browser, Page } from '@org/browser-testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+// Everything below runs in the real Chromium: the store, the in-page loop, and the remote client.
+let browser: Browser;
+let server: RunningServer;
+let page: Page;
+const OBJECTIVE = 'Ask for my name, then let me pick a time of day, and greet me.';
+
+beforeAll(async () => {
+  const script = await bundleForBrowser(fileURLToPath(new URL('../test/page/entry.ts', import.meta.url)));
+  const gemini = createSimulatedGemini();
+  const backend = createGeminiBackendClient({ apiKey: 'simulated', fetch: (input, init) => gemini.fetch(new Request(input, init)) });
+  const store = createMemoryInteractionStore();
+  const agent = createAgentHandler({ createPorts: () => ({ backend, store }) });
+  server = await serve({
+    handler: async (request) => {
+      const { pathname } = new URL(request.url);
+      if (pathname === '/') return new Response('<!doctype html><title>test</title><script type="module" src="/entry.js"></script>', { headers: { 'content-type': 'text/html' } });
+      if (pathname === '/entry.js') return new Response(script, { headers: { 'content-type': 'text/javascript' } });
+      return agent(request);
+    },
+  });
+  browser = await launchChromium();
+  page = await browser.newPage();
+  await page.goto(server.url);
+  await page.waitForFunction(() => 'checks' in globalThis);
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+type Checks = {
+  conformance(): Promise<Array<{ name: string; message: string }>>;
+  local(objective: string): Promise<{ shape: string[]; result: { success: boolean; outcomes?: unknown } }>;
+  remote(objective: string): Promise<{ shape: string[]; result: { success: boolean; outcomes?: unknown } }>;
+  suspendLocally(objective: string): Promise<string>;
+  resumeLocally(id: string): Promise<{ types: string[]; result?: { success: boolean; outcomes?: unknown }; error?: string }>;
+};
+/** Calls `window.checks[name](...args)` in the page and returns what it resolves to. */
+const inPage = <K extends keyof Checks>(name: K, ...args: Parameters<Checks[K]>): ReturnType<Checks[K]> =>
+  page.evaluate(
+    ([check, values]: [string, unknown[]]) => {
+      const checks = (globalThis as unknown as { checks: Record<string, (...a: unknown[]) => unknown> }).checks;
+      return checks[check]?.(...values);
+    },
+    [name, args] as [string, unknown[]],
+  ) as ReturnType<Checks[K]>;
+
+describe('in Chromium', () => {
+  it('the IndexedDB store passes the InteractionStore conformance suite', async () => {
+    expect(await inPage('conformance')).toEqual([]);
+  });
+
+  it('a local run and a remote run of the same scenario produce the same event sequence', async () => {
+    const local = await inPage('local', OBJECTIVE);
+    const remote = await inPage('remote', OBJECTIVE);
+    expect(local.shape).toContain('waitForInput');
+    expect(local.shape).toContain('waitForChoice');
+    expect(local.shape.at(-1)).toBe('complete');
+    expect(remote.shape).toEqual(local.shape);
+    expect(remote.result).toEqual(local.result);
+    expect(JSON.stringify(local.result.outcomes)).toContain('Hello, Ada!');
+  });
+
+  it('a suspended in-page run survives a reload and is resumed once from IndexedDB', async () => {
+    const interactionId = await inPage('suspendLocally', OBJECTIVE);
+    await page.reload();
+    await page.waitForFunction(() => 'checks' in globalThis);
+    const resumed = await inPage('resumeLocally', interactionId);
+    expect(resumed.types.at(-1)).toBe('complete');
+    expect(JSON.stringify(resumed.result?.outcomes)).toContain('Hello, Ada!');
+    const again = await inPage('resumeLocally', interactionId);
+    expect(again.types).toEqual(['error']);
+    expect(again.error).toBe(`Unknown interaction ID: ${interactionId}`);
+  });
+});

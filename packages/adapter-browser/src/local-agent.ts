@@ -1,0 +1,89 @@
+import { resume, run, type AgentPorts, type BackendClient, type DriveOperationsClient, type InteractionStore, type RunOptions } from '@org/core';
+import {
+  createAgentRun,
+  toStartRequest,
+  type AgentClient,
+  type AgentRun,
+  type AgentRunOptions,
+  type RunInput,
+  type RunSegmentOpener,
+} from '@org/core/client';
+import { createGeminiBackendClient } from '@org/core/http';
+import { createIndexedDbInteractionStore } from './indexed-db-interaction-store.js';
+
+/** Options of {@link createLocalAgentClient}: where the model is and where suspended runs are kept. */
+export interface LocalAgentOptions extends Omit<RunOptions, 'signal'> {
+  /** The model backend. Default: the Gemini API called from the page with `geminiApiKey`. */
+  backend?: BackendClient;
+  /** Key for the default backend (ignored when `backend` is given). */
+  geminiApiKey?: string;
+  /** Base URL for the default backend, e.g. a gateway that adds the key server-side. */
+  geminiBaseUrl?: string;
+  /** Suspended runs. Default: an IndexedDB store, so a run survives a reload. */
+  store?: InteractionStore;
+  drive?: DriveOperationsClient;
+  /** The fetch the default backend uses. Default: the page's `fetch`. */
+  fetch?: typeof fetch;
+}
+
+/**
+ * Runs the agent loop inside the page, behind the same {@link AgentClient} interface as a remote
+ * server, so an app switches between local and remote by choosing which client to build.
+ *
+ * @example
+ * ```ts
+ * const client = useLocal
+ *   ? createLocalAgentClient({ geminiApiKey })
+ *   : createAgentClient({ baseUrl: location.origin });
+ * const run = client.startRun('Plan a picnic and ask me where');
+ * ```
+ */
+export function createLocalAgentClient(options: LocalAgentOptions = {}): AgentClient {
+  const { backend: givenBackend, geminiApiKey, geminiBaseUrl, store: givenStore, drive, fetch: givenFetch, ...runOptions } = options;
+  let ports: AgentPorts | undefined;
+  const portsOf = (): AgentPorts => {
+    if (ports) return ports;
+    const backend = givenBackend ?? defaultBackend(geminiApiKey, geminiBaseUrl, givenFetch);
+    ports = { backend, store: givenStore ?? createIndexedDbInteractionStore() };
+    if (drive) ports.drive = drive;
+    return ports;
+  };
+  const open: RunSegmentOpener = (request, signal) =>
+    'start' in request
+      ? run(request.start, portsOf(), { ...runOptions, signal })
+      : resume(request.resume.interactionId, request.resume.response, portsOf(), { ...runOptions, signal });
+  return {
+    startRun: (input, runHandleOptions) => createAgentRun(open, { start: toStartRequest(input) }, runHandleOptions),
+    resumeRun: (interactionId, response, runHandleOptions) =>
+      createAgentRun(open, { resume: { interactionId, response } }, runHandleOptions),
+  };
+}
+
+/**
+ * Starts one in-page run: `createLocalAgentClient(options).startRun(input, options)`.
+ *
+ * @example
+ * ```ts
+ * const run = createLocalAgentRun('Write a haiku to /mnt/haiku.md', { geminiApiKey });
+ * console.log((await run.result).intermediate);
+ * ```
+ */
+export function createLocalAgentRun(input: RunInput, options: LocalAgentOptions & AgentRunOptions = {}): AgentRun {
+  const { onSuspend, signal, ...local } = options;
+  const handleOptions: AgentRunOptions = {};
+  if (onSuspend) handleOptions.onSuspend = onSuspend;
+  if (signal) handleOptions.signal = signal;
+  return createLocalAgentClient(local).startRun(input, handleOptions);
+}
+
+function defaultBackend(apiKey: string | undefined, baseUrl: string | undefined, fetchFn: typeof fetch | undefined): BackendClient {
+  if (!apiKey) {
+    throw new TypeError('createLocalAgentClient: pass `backend`, or `geminiApiKey` for the default Gemini backend');
+  }
+  const options: Parameters<typeof createGeminiBackendClient>[0] = {
+    apiKey,
+    fetch: fetchFn ?? ((input, init) => globalThis.fetch(input, init)),
+  };
+  if (baseUrl) options.baseUrl = baseUrl;
+  return createGeminiBackendClient(options);
+}
