@@ -1,11 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { startDevProcess } from './test-support.js';
 
-const cli = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../dist/cli.js');
 const children: ChildProcess[] = [];
 let storeDirectory = '';
 
@@ -14,23 +13,8 @@ afterAll(async () => {
   if (storeDirectory) await rm(storeDirectory, { recursive: true, force: true });
 });
 
-/** Starts `pnpm dev`'s server as a real process on a free port and returns its URL from the banner. */
 function startProcess(env: Record<string, string>): Promise<{ url: string; banner: string }> {
-  const child = spawn(process.execPath, [cli, '--port', '0'], {
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    let output = '';
-    child.stdout?.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-      const match = /Agent dev server on (http:\/\/\S+)/.exec(output);
-      if (match && output.includes('curl')) resolve({ url: match[1] as string, banner: output });
-    });
-    child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.on('exit', (code) => reject(new Error(`dev server exited with ${code}: ${output}`)));
-  });
+  return startDevProcess(env, children);
 }
 
 async function events(response: Response): Promise<Array<Record<string, Record<string, unknown>>>> {

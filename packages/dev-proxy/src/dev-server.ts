@@ -1,11 +1,12 @@
 import { createServer, type Server } from 'node:http';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createFileInteractionStore, createHandler, createNodeFetch, serve, type RunningServer } from '@org/adapter-node';
 import { AgentError } from '@org/core';
 import { AGENT_RUN_PATHS, createGeminiBackendClient } from '@org/core/http';
 import { createSimulatedGemini } from '@org/core/testing';
+import { PLAYGROUND_HTML } from './playground/page.js';
 import { createReverseProxy } from './reverse-proxy.js';
 
 /** Settings of the dev server, usually read from flags and the environment. */
@@ -74,6 +75,17 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
       void proxy(request, response);
       return;
     }
+    if (request.method === 'GET' && (pathname === '/' || pathname === '/playground/app.js')) {
+      const script = pathname !== '/' && playgroundScript();
+      if (pathname === '/' || script) {
+        response.writeHead(200, {
+          'content-type': pathname === '/' ? 'text/html; charset=utf-8' : 'text/javascript; charset=utf-8',
+          'cache-control': 'no-store',
+        });
+        response.end(pathname === '/' ? PLAYGROUND_HTML : script);
+        return;
+      }
+    }
     const error = pathname.startsWith('/v1beta1/')
       ? new AgentError('UPSTREAM_ERROR', `${pathname}: no UPSTREAM_URL is set, so the dev server cannot forward this path`)
       : new AgentError('NOT_FOUND', `${request.method} ${pathname}: nothing here; the agent API is POST /v1beta1/streamRunAgent`);
@@ -101,6 +113,22 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
   };
 }
 
+let cachedScript: string | undefined;
+
+/** The bundled playground app, next to the built server (`dist/playground/app.js`). */
+function playgroundScript(): string | undefined {
+  if (cachedScript !== undefined) return cachedScript;
+  for (const candidate of ['./playground/app.js', '../dist/playground/app.js']) {
+    try {
+      cachedScript = readFileSync(new URL(candidate, import.meta.url), 'utf8');
+      return cachedScript;
+    } catch {
+      // Not built here; try the next place.
+    }
+  }
+  return undefined;
+}
+
 function banner(url: string, mode: DevServer['mode'], baseUrl: string | undefined, storeDirectory: string, upstreamUrl: string | undefined): string {
   const modeLine =
     mode === 'simulated'
@@ -110,6 +138,7 @@ function banner(url: string, mode: DevServer['mode'], baseUrl: string | undefine
         : 'Model:     Gemini API (GEMINI_API_KEY)';
   return [
     `Agent dev server on ${url}`,
+    `Playground: ${url}/  (open it in a browser)`,
     modeLine,
     `Endpoints: POST ${url}/v1beta1/streamRunAgent  (alias POST ${url}/api/agent/run)`,
     `Upstream:  ${upstreamUrl ? `every other /v1beta1/* path -> ${upstreamUrl}` : 'none (set UPSTREAM_URL to forward other /v1beta1/* paths)'}`,

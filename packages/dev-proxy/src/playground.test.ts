@@ -1,0 +1,86 @@
+import type { ChildProcess } from 'node:child_process';
+import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { launchChromium, type Browser } from '@org/browser-testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDevProcess } from './test-support.js';
+
+const artifacts = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../test-results');
+const children: ChildProcess[] = [];
+let browser: Browser;
+let storeDirectory = '';
+let url = '';
+
+beforeAll(async () => {
+  storeDirectory = await mkdtemp(path.join(os.tmpdir(), 'playground-'));
+  ({ url } = await startDevProcess({ INTERACTION_STORE_DIR: storeDirectory }, children));
+  browser = await launchChromium();
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  for (const child of children) child.kill('SIGTERM');
+  if (storeDirectory) await rm(storeDirectory, { recursive: true, force: true });
+});
+
+describe('the playground at / of a real dev server (simulated model)', () => {
+  it('runs an objective that asks for a name and a choice, and shows the completed result', async () => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const problems: string[] = [];
+    page.on('pageerror', (error) => problems.push(error.message));
+    await page.goto(`${url}/`);
+    await page.waitForSelector('body[data-ready=true]');
+
+    await page.fill('#objective', 'Ask for my name, then let me pick a time of day, and greet me.');
+    await page.click('#run');
+
+    const inputForm = page.locator('[data-testid=input-form]');
+    await inputForm.waitFor();
+    expect(await inputForm.textContent()).toContain('What is your name?');
+    await page.fill('#input-text', 'Ada');
+    await inputForm.locator('button[type=submit]').click();
+
+    const choiceForm = page.locator('[data-testid=choice-form]');
+    await choiceForm.waitFor();
+    await choiceForm.locator('input[value=noon]').check();
+    await choiceForm.locator('button[type=submit]').click();
+
+    const result = page.locator('#result[data-status=success]');
+    await result.waitFor({ timeout: 30_000 });
+    const text = await result.textContent();
+    expect(text).toContain('Hello, Ada!');
+    expect(text).toContain('You chose noon.');
+    // The plan file the agent wrote is shown as an output.
+    expect(text).toContain('/mnt/plan.md');
+
+    // The timeline shows the run as it happened: thoughts, calls with results, usage.
+    const kinds = await page.locator('#timeline > li').evaluateAll((items) => items.map((item) => item.getAttribute('data-kind')));
+    expect(kinds).toEqual(expect.arrayContaining(['start', 'request', 'thought', 'call', 'usage', 'suspend', 'finish', 'complete']));
+    const calls = await page.locator('#timeline > li[data-kind=call]').evaluateAll((items) => items.map((item) => item.getAttribute('data-name')));
+    expect(calls).toEqual(['system_write_file', 'chat_request_user_input', 'chat_present_choices', 'system_objective_fulfilled']);
+    expect(problems).toEqual([]);
+
+    await mkdir(artifacts, { recursive: true });
+    const screenshot = path.join(artifacts, 'playground-completed.png');
+    await page.screenshot({ path: screenshot, fullPage: true });
+    expect((await stat(screenshot)).size).toBeGreaterThan(10_000);
+    await page.close();
+  });
+
+  it('stops a run from the Stop button while it waits for input', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${url}/`);
+    await page.waitForSelector('body[data-ready=true]');
+    await page.fill('#objective', 'Ask for my name and greet me.');
+    await page.click('#run');
+    await page.locator('[data-testid=input-form]').waitFor();
+    await page.click('#stop');
+    const result = page.locator('#result[data-status=error]');
+    await result.waitFor();
+    expect(await result.textContent()).toContain('Run was stopped');
+    expect(await page.isEnabled('#run')).toBe(true);
+    await page.close();
+  });
+});
