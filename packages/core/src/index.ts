@@ -5,6 +5,7 @@ export * from './sse/index.js';
 export * from './agent-fs/index.js';
 export * from './model/index.js';
 export * from './functions/index.js';
+export * from './generation/index.js';
 export { run, resume, DEFAULT_MAX_TURNS, DEFAULT_MODEL, formatObjectiveDate, type RunOptions } from './run.js';
 export type { LoopMode } from './loop/agent-loop.js';
 export type { InteractionEnvelope, InteractionState } from './loop/interaction-state.js';

@@ -1,3 +1,4 @@
+import { createAudioGroup, createGenerateGroup, createImageGroup, createVideoGroup, WEBPAGE_CONSENT } from './generation/index.js';
 import { AgentFileSystem, TaskTreeManager, toPidgin } from './agent-fs/index.js';
 import { AgentError, toAgentError } from './errors/index.js';
 import { createChatGroup, createSystemGroup, type FunctionGroup } from './functions/index.js';
@@ -28,9 +29,6 @@ export const DEFAULT_MODEL = 'gemini-3-flash-preview';
 
 /** The turn cap used when a run sets none. */
 export const DEFAULT_MAX_TURNS = 50;
-
-/** The consent a URL-reading precondition asks for (reference §8.5). */
-const WEBPAGE_CONSENT = 'GET_ANY_WEBPAGE';
 
 /** Options of {@link run} and {@link resume}. */
 export interface RunOptions {
@@ -303,7 +301,9 @@ function envelope(state: InteractionState, options: RunOptions): InteractionEnve
 /** The default groups (system, chat) with the caller's groups added or replacing same-named ones. */
 function buildFunctionGroups(options: RunOptions): FunctionGroup[] {
   const groups: FunctionGroup[] =
-    options.defaultFunctionGroups === false ? [] : [createSystemGroup(), createChatGroup()];
+    options.defaultFunctionGroups === false
+      ? []
+      : [createSystemGroup(), createGenerateGroup(), createImageGroup(), createVideoGroup(), createAudioGroup(), createChatGroup()];
   for (const extra of options.functionGroups ?? []) {
     const index = groups.findIndex((group) => group.name === extra.name);
     if (index >= 0) groups[index] = extra;

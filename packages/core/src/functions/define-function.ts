@@ -17,6 +17,15 @@ export interface FunctionContext {
   model: string;
   /** Consents the user granted in this run (e.g. `GET_ANY_WEBPAGE`). */
   consentsGranted: ReadonlySet<string>;
+  /** The run's flags (e.g. `googleOne`, `useNotebookLM`). */
+  flags: Readonly<Record<string, unknown>>;
+  /** The graph the run belongs to, when the client sent one. */
+  graph?: { url?: string; title?: string };
+  /**
+   * Attaches progress details (sources, executed code, ...) to this call's `functionResult`
+   * event as `metadata`. They are for the app: the model never sees them.
+   */
+  reportMetadata(metadata: JsonObject): void;
   /** Shows a status for this call (`functionCallUpdate`); `null` clears it. */
   update(status: string | null, options?: { expectedDurationInSec?: number; isThought?: boolean }): void;
   /** Ends the run with `result` once the current turn is done (termination functions). */

@@ -7,6 +7,7 @@ import {
   type FunctionGroup,
   type Suspend,
 } from '../functions/index.js';
+import { conformBody } from '../generation/conform-body.js';
 import { ModelTurnAccumulator, validateHistory } from '../model/index.js';
 import type { AgentPorts } from '../ports/index.js';
 import type { JsonObject, LLMContent, Part } from '../protocol/content.js';
@@ -70,6 +71,8 @@ export interface LoopEnvironment {
   toolbox: Toolbox;
   signal: AbortSignal;
   emit(event: AgentEvent): void;
+  /** Metadata handlers reported for their calls, emitted with each `functionResult`. */
+  resultMetadata?: Map<string, JsonObject>;
 }
 
 /**
@@ -83,8 +86,16 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
   const terminate = (value: AgentResult): void => {
     result ??= value;
   };
+  const resultMetadata = new Map<string, JsonObject>();
+  const withMetadata = { ...environment, resultMetadata };
   const createContext = (call: CallRecord): FunctionContext =>
-    createFunctionContext(session, environment, call.callId, terminate);
+    createFunctionContext(session, withMetadata, call.callId, terminate);
+  const emitResult = (call: CallRecord, response: JsonObject): void => {
+    const metadata = resultMetadata.get(call.callId);
+    resultMetadata.delete(call.callId);
+    const content = { parts: [{ functionResponse: { name: call.name, response } }] };
+    emit(metadata ? { type: 'functionResult', callId: call.callId, content, metadata } : { type: 'functionResult', callId: call.callId, content });
+  };
 
   try {
     for (;;) {
@@ -100,10 +111,11 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
       emit({ type: 'sendRequest', model: session.model, body });
       validateHistory(session.contents);
       session.turnCount += 1;
+      const sendable = await conformBody(body, ports.backend, signal);
 
       const accumulator = new ModelTurnAccumulator();
       const caller = new FunctionCaller(toolbox.definitions, createContext);
-      for await (const chunk of ports.backend.streamGenerateContent(session.model, body, signal)) {
+      for await (const chunk of ports.backend.streamGenerateContent(session.model, sendable, signal)) {
         const delta = accumulator.push(chunk);
         for (const text of delta.thoughts) emit({ type: 'thought', text });
         for (const call of delta.functionCalls) {
@@ -127,6 +139,15 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
         return { kind: 'done', result: { success: false, outcomes: answerOf(turn.content) } };
       }
       if (caller.size === 0) {
+        const refusal = refusalOf(turn.finishReason);
+        if (refusal) return { kind: 'fatal', message: refusal };
+        const finishMessage = turn.candidateMetadata.finishMessage;
+        const correction = correctionFor(turn.finishReason, typeof finishMessage === 'string' ? finishMessage : undefined);
+        if (correction) {
+          // Tell the model what went wrong instead of sending the same request again.
+          addUserText(session, correction);
+          continue;
+        }
         if (session.mode === 'chat') return { kind: 'done', result: { success: true, outcomes: answerOf(turn.content) } };
         continue;
       }
@@ -146,7 +167,7 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
               },
         );
         for (const entry of calls) {
-          if (entry !== suspended && entry.outcome.kind === 'response') emitResult(emit, entry.call, entry.outcome.response);
+          if (entry !== suspended && entry.outcome.kind === 'response') emitResult(entry.call, entry.outcome.response);
         }
         return { kind: 'suspend', suspend: suspended.outcome.suspend, pending: suspended.call, calls };
       }
@@ -154,7 +175,7 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
       const parts: Part[] = [];
       for (const entry of settled) {
         const response = entry.outcome.kind === 'response' ? entry.outcome.response : {};
-        emitResult(emit, entry.call, response);
+        emitResult(entry.call, response);
         parts.push(toFunctionResponsePart(entry.call, response));
       }
       session.contents.push({ role: 'user', parts });
@@ -174,7 +195,7 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
 /** The context a handler receives for one call. */
 export function createFunctionContext(
   session: LoopSession,
-  environment: Pick<LoopEnvironment, 'ports' | 'signal' | 'emit'>,
+  environment: Pick<LoopEnvironment, 'ports' | 'signal' | 'emit' | 'resultMetadata'>,
   callId: string,
   terminate: (result: AgentResult) => void,
   options: { silent?: boolean } = {},
@@ -188,6 +209,13 @@ export function createFunctionContext(
     ports: environment.ports,
     model: session.model,
     consentsGranted: session.consentsGranted,
+    flags: session.flags,
+    ...(session.graph ? { graph: session.graph } : {}),
+    reportMetadata(metadata) {
+      if (options.silent) return;
+      const known = environment.resultMetadata?.get(callId);
+      environment.resultMetadata?.set(callId, known ? { ...known, ...metadata } : metadata);
+    },
     update(status, updateOptions) {
       if (options.silent) return;
       const opts: { expectedDurationInSec?: number; isThought?: boolean } = {};
@@ -215,12 +243,37 @@ function buildRequestBody(session: LoopSession, toolbox: Toolbox, capped: boolea
   return body;
 }
 
-function emitResult(emit: (event: AgentEvent) => void, call: CallRecord, response: JsonObject): void {
-  emit({
-    type: 'functionResult',
-    callId: call.callId,
-    content: { parts: [{ functionResponse: { name: call.name, response } }] },
-  });
+/** Finish reasons that mean the model will not answer this conversation: the run ends. */
+const REFUSALS: Record<string, string> = {
+  SAFETY: 'the response was blocked by safety filters',
+  PROHIBITED_CONTENT: 'the response was blocked for prohibited content',
+  BLOCKLIST: 'the response was blocked by a blocklist',
+  SPII: 'the response was blocked for sensitive personal information',
+  RECITATION: 'the response was blocked for reciting protected material',
+};
+
+function refusalOf(finishReason: string | undefined): string | undefined {
+  const reason = finishReason === undefined ? undefined : REFUSALS[finishReason];
+  return reason === undefined ? undefined : `Agent error: ${reason} (finishReason ${finishReason})`;
+}
+
+/** What to tell the model after a turn that produced no usable call. */
+function correctionFor(finishReason: string | undefined, finishMessage: string | undefined): string | undefined {
+  const detail = finishMessage ? ` (${finishMessage})` : '';
+  if (finishReason === 'MALFORMED_FUNCTION_CALL') {
+    return `Your last function call was malformed and was not run${detail}. Call the function again with valid JSON arguments that match its declaration.`;
+  }
+  if (finishReason === 'UNEXPECTED_TOOL_CALL') {
+    return `Your last turn called a tool that is not available${detail}. Use only the declared functions.`;
+  }
+  return undefined;
+}
+
+/** Adds a text part to the last user content, or a new user content after a model turn. */
+function addUserText(session: LoopSession, text: string): void {
+  const last = session.contents.at(-1);
+  if (last?.role === 'user') last.parts.push({ text });
+  else session.contents.push({ role: 'user', parts: [{ text }] });
 }
 
 /** The model's visible answer of a turn: its non-thought text parts. */

@@ -46,7 +46,8 @@ export const AGENT_EVENT_PAYLOADS = {
     status: z.string().nullable(),
     opts: z.looseObject({ expectedDurationInSec: z.number().optional(), isThought: z.boolean().optional() }).optional(),
   }),
-  functionResult: z.looseObject({ callId: z.string(), content: LLMContentSchema }),
+  /** `metadata`: progress details a function reported (sources, executed code); never sent to the model. */
+  functionResult: z.looseObject({ callId: z.string(), content: LLMContentSchema, metadata: JsonObject.optional() }),
   content: z.looseObject({ content: LLMContentSchema }),
   turnComplete: z.looseObject({}),
   sendRequest: z.looseObject({ model: z.string(), body: JsonObject }),

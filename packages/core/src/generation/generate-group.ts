@@ -1,0 +1,280 @@
+import { z } from 'zod';
+import { contentToPidginString, fromPidginString } from '../agent-fs/index.js';
+import { defineFunction, type FunctionContext, type FunctionGroup } from '../functions/define-function.js';
+import { Suspend } from '../functions/suspend.js';
+import type { JsonObject, LLMContent, Part } from '../protocol/content.js';
+import type { GenerateContentRequest, Tool } from '../protocol/gemini.js';
+import { conformBody } from './conform-body.js';
+import { toErrorOrResponse } from './error-classification.js';
+
+/** The consent reading arbitrary web pages needs (reference §8.5). */
+export const WEBPAGE_CONSENT = 'GET_ANY_WEBPAGE';
+
+/** Models behind `generate_text`'s `model` choice (reference §17.2); anything else is `lite`. */
+export const TEXT_MODELS: Readonly<Record<string, string>> = {
+  pro: 'gemini-3.1-pro-preview',
+  flash: 'gemini-3-flash-preview',
+  lite: 'gemini-2.5-flash-lite',
+};
+/** The model `generate_and_execute_code` always uses. */
+export const CODE_MODEL = 'gemini-3-flash-preview';
+
+const TEXT_INSTRUCTION =
+  'You produce exactly the requested output. No chit-chat, no preamble, no closing remarks, no offers of further help: just the output.';
+const CODE_INSTRUCTION =
+  'You solve the task by writing and running Python code, then report the result. No chit-chat and no preamble: give the result, and the files the code produced, as the output.';
+
+const INSTRUCTION = `Generating content: use generate_text for writing, summarising, translating, research with Google Search (search_grounding), places (maps_grounding) or reading web pages named in the prompt (url_context); choose model "pro" for hard reasoning, "flash" for most work, "lite" for simple fast tasks. Use generate_and_execute_code for calculation, data analysis and anything that needs exact computation; it runs Python and returns the result, and files the code writes are saved. Reference files in prompts as <file src="/mnt/..." />.`;
+
+const common = {
+  task_id: z.string().optional().describe('The task this call works on; it is marked in progress.'),
+  status_update: z.string().optional().describe('A short status for the user while this runs.'),
+};
+
+/** What a sub-request streamed, by kind. */
+interface StreamedTurn {
+  finishReason?: string;
+  grounding?: JsonObject;
+  urlContext?: JsonObject;
+}
+
+/**
+ * Streams a sub-request and hands every part to `onPart` as it arrives. Grounding and URL-context
+ * metadata are kept (last non-empty value) for the caller to report.
+ */
+async function streamParts(
+  context: FunctionContext,
+  model: string,
+  body: GenerateContentRequest,
+  onPart: (part: Part) => void | Promise<void>,
+): Promise<StreamedTurn> {
+  const turn: StreamedTurn = {};
+  for await (const chunk of context.ports.backend.streamGenerateContent(model, body, context.signal)) {
+    const blocked = chunk.promptFeedback?.blockReason;
+    if (blocked) throw new Error(`The prompt was blocked (blockReason ${blocked}${blocked === 'SAFETY' ? '' : ', a safety block'})`);
+    const candidate = chunk.candidates?.[0] as (JsonObject & { content?: LLMContent; finishReason?: string }) | undefined;
+    if (!candidate) continue;
+    if (candidate.finishReason) turn.finishReason = candidate.finishReason;
+    if (isNonEmpty(candidate.groundingMetadata)) turn.grounding = candidate.groundingMetadata;
+    if (isNonEmpty(candidate.urlContextMetadata)) turn.urlContext = candidate.urlContextMetadata;
+    for (const part of candidate.content?.parts ?? []) await onPart(part);
+  }
+  return turn;
+}
+
+function isNonEmpty(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && Object.keys(value).length > 0;
+}
+
+const BLOCKING_FINISH_REASONS = new Set(['SAFETY', 'PROHIBITED_CONTENT', 'BLOCKLIST', 'SPII', 'IMAGE_SAFETY']);
+
+function blockedMessage(finishReason: string | undefined): string | undefined {
+  if (finishReason === undefined) return undefined;
+  if (BLOCKING_FINISH_REASONS.has(finishReason)) return `The response was blocked by safety filters (finishReason ${finishReason})`;
+  if (finishReason === 'RECITATION') return 'The response was blocked for recitation (finishReason RECITATION)';
+  return undefined;
+}
+
+/** Reports grounding sources and URL retrievals: a status line and the result's metadata. */
+function reportSources(context: FunctionContext, turn: StreamedTurn): void {
+  const metadata: JsonObject = {};
+  if (turn.grounding) {
+    const chunks = Array.isArray(turn.grounding.groundingChunks) ? (turn.grounding.groundingChunks as JsonObject[]) : [];
+    const sources = chunks
+      .map((chunk) => (chunk.web ?? chunk.maps ?? chunk.retrievedContext) as { uri?: string; title?: string } | undefined)
+      .filter((source): source is { uri?: string; title?: string } => source !== undefined)
+      .map((source) => ({ uri: source.uri ?? '', title: source.title ?? source.uri ?? '' }));
+    const queries = Array.isArray(turn.grounding.webSearchQueries) ? turn.grounding.webSearchQueries : [];
+    metadata.grounding = { sources, queries };
+    if (sources.length > 0) {
+      context.update(`Sources: ${sources.map((source) => source.title).join(', ')}`, { isThought: true });
+    }
+  }
+  if (turn.urlContext) {
+    const urls = Array.isArray(turn.urlContext.urlMetadata) ? (turn.urlContext.urlMetadata as JsonObject[]) : [];
+    const retrieved = urls.map((entry) => ({ url: String(entry.retrievedUrl ?? ''), status: String(entry.urlRetrievalStatus ?? '') }));
+    metadata.urlContext = retrieved;
+    if (retrieved.length > 0) context.update(`Read ${retrieved.map((entry) => entry.url).join(', ')}`, { isThought: true });
+  }
+  if (Object.keys(metadata).length > 0) context.reportMetadata(metadata);
+}
+
+/** `generate_text` and `generate_and_execute_code` (reference §13.3). */
+export function createGenerateGroup(): FunctionGroup {
+  return {
+    name: 'generate',
+    instruction: INSTRUCTION,
+    functions: [
+      defineFunction({
+        name: 'generate_text',
+        description:
+          'Generates text with a Gemini model: writing, summaries, translation, analysis. Can ground the answer in Google Search or Google Maps, and read web pages named in the prompt (url_context).',
+        parameters: z.object({
+          prompt: z.string().describe('What to generate. Reference files as <file src="/mnt/..." />.'),
+          model: z.string().default('flash').describe('"pro" (hard reasoning), "flash" (most work) or "lite" (simple, fast).'),
+          search_grounding: z.boolean().optional().describe('Ground the answer in Google Search results.'),
+          maps_grounding: z.boolean().optional().describe('Ground the answer in Google Maps data.'),
+          url_context: z.boolean().optional().describe('Read the web pages whose URLs appear in the prompt. Asks the user for consent once.'),
+          ...common,
+        }),
+        icon: 'text_analysis',
+        title: 'Generating Text',
+        async precondition(args, context) {
+          if (!args.url_context || context.consentsGranted.has(WEBPAGE_CONSENT)) return;
+          throw new Suspend(
+            { type: 'queryConsent', requestId: crypto.randomUUID(), consentType: WEBPAGE_CONSENT, scope: {}, graphUrl: context.graph?.url ?? '' },
+            { precondition: true },
+          );
+        },
+        async handler(args, context) {
+          const grounded = args.search_grounding === true || args.maps_grounding === true;
+          context.taskTree.setInProgress(args.task_id, args.status_update ?? 'Generating text');
+          if (args.status_update) context.update(args.status_update, { expectedDurationInSec: 20 });
+          else if (grounded) context.update('Researching', { expectedDurationInSec: 30 });
+          else context.update('Generating Text', { expectedDurationInSec: 20 });
+
+          let prompt: LLMContent;
+          try {
+            prompt = await fromPidginString(args.prompt, context.fs);
+          } catch (error) {
+            return { error: messageOf(error) };
+          }
+          const tools: Tool[] = [];
+          if (args.search_grounding) tools.push({ googleSearch: {} });
+          if (args.maps_grounding) tools.push({ googleMaps: {} });
+          if (args.url_context) tools.push({ urlContext: {} });
+          let body: GenerateContentRequest = {
+            contents: [prompt],
+            systemInstruction: { role: 'user', parts: [{ text: TEXT_INSTRUCTION }] },
+            generationConfig: args.model === 'pro' ? { thinkingConfig: { includeThoughts: true, thinkingLevel: 'high' } } : {},
+          };
+          if (tools.length > 0) body.tools = tools;
+          try {
+            body = await conformBody(body, context.ports.backend, context.signal);
+          } catch (error) {
+            return { error: `Failed to resolve data parts: ${messageOf(error)}` };
+          }
+
+          const texts: string[] = [];
+          let turn: StreamedTurn;
+          try {
+            turn = await streamParts(context, TEXT_MODELS[args.model] ?? (TEXT_MODELS.lite as string), body, (part) => {
+              if (typeof part.text !== 'string') return;
+              if (part.thought === true) {
+                if (part.text.length > 0) context.update(part.text, { isThought: true });
+              } else {
+                texts.push(part.text);
+              }
+            });
+          } catch (error) {
+            return toErrorOrResponse({ error: messageOf(error) });
+          } finally {
+            context.update(null);
+          }
+          reportSources(context, turn);
+          const text = texts.join('');
+          if (text.length === 0) {
+            const blocked = blockedMessage(turn.finishReason);
+            return blocked ? toErrorOrResponse({ error: blocked }) : { error: 'No text was generated. Please try again' };
+          }
+          return { text: contentToPidginString({ parts: [{ text }] }, context.fs) };
+        },
+      }),
+      defineFunction({
+        name: 'generate_and_execute_code',
+        description:
+          'Writes Python code for a task and runs it (calculation, data analysis, charts, file conversion), then returns the result. Files the code produces are saved and returned as <file> tags.',
+        parameters: z.object({
+          prompt: z.string().describe('The task for the code. Reference input files as <file src="/mnt/..." />.'),
+          search_grounding: z.boolean().optional().describe('Let the code generator search Google first.'),
+          ...common,
+        }),
+        icon: 'code',
+        title: 'Generating and Executing Code',
+        async handler(args, context) {
+          context.taskTree.setInProgress(args.task_id, args.status_update ?? 'Generating code');
+          if (args.status_update) context.update(args.status_update, { expectedDurationInSec: 40 });
+          else if (args.search_grounding) context.update('Researching', { expectedDurationInSec: 50 });
+          else context.update('Generating Code', { expectedDurationInSec: 40 });
+
+          let prompt: LLMContent;
+          try {
+            prompt = await fromPidginString(args.prompt, context.fs);
+          } catch (error) {
+            return { error: messageOf(error) };
+          }
+          let body: GenerateContentRequest = {
+            contents: [prompt],
+            systemInstruction: { role: 'user', parts: [{ text: CODE_INSTRUCTION }] },
+            tools: [...(args.search_grounding ? [{ googleSearch: {} }] : []), { codeExecution: {} }],
+          };
+          try {
+            body = await conformBody(body, context.ports.backend, context.signal);
+          } catch (error) {
+            return { error: `Failed to resolve data parts: ${messageOf(error)}` };
+          }
+
+          const texts: string[] = [];
+          // Code and its result are paired by order: the n-th result belongs to the n-th code part.
+          const executions: Array<{ language: string; code: string; outcome?: string; output?: string }> = [];
+          let paired = 0;
+          let lastFailure: string | undefined;
+          let fileError = false;
+          let turn: StreamedTurn;
+          try {
+            turn = await streamParts(context, CODE_MODEL, body, (part) => {
+              if (part.executableCode) {
+                const code = part.executableCode.code ?? '';
+                executions.push({ language: part.executableCode.language ?? 'PYTHON', code });
+                context.update(`Running code:\n${code}`, { isThought: true });
+                return;
+              }
+              if (part.codeExecutionResult) {
+                const outcome = part.codeExecutionResult.outcome ?? 'OUTCOME_UNSPECIFIED';
+                const output = part.codeExecutionResult.output ?? '';
+                const execution = executions[paired];
+                paired += 1;
+                if (execution) Object.assign(execution, { outcome, output });
+                lastFailure = outcome === 'OUTCOME_OK' ? undefined : output;
+                context.update(outcome === 'OUTCOME_OK' ? `Code output:\n${output}` : `Code failed (${outcome}):\n${output}`, { isThought: true });
+                return;
+              }
+              if (part.inlineData) {
+                try {
+                  texts.push(`<file src="${context.fs.addPart({ inlineData: part.inlineData })}" />`);
+                } catch {
+                  fileError = true;
+                }
+                return;
+              }
+              if (typeof part.text !== 'string') return;
+              if (part.thought === true) {
+                if (part.text.length > 0) context.update(part.text, { isThought: true });
+              } else {
+                texts.push(part.text);
+              }
+            });
+          } catch (error) {
+            return toErrorOrResponse({ error: messageOf(error) });
+          } finally {
+            context.update(null);
+          }
+          if (executions.length > 0) context.reportMetadata({ codeExecution: executions });
+          reportSources(context, turn);
+          if (fileError) return { error: 'Code generation failed due to invalid file output.' };
+          if (lastFailure !== undefined) return { error: `The code generator tried and failed with the following error:\n\n${lastFailure}` };
+          const text = texts.join('');
+          if (text.length === 0) {
+            const blocked = blockedMessage(turn.finishReason);
+            return blocked ? toErrorOrResponse({ error: blocked }) : { error: 'No text was generated. Please try again' };
+          }
+          return { result: text };
+        },
+      }),
+    ],
+  };
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

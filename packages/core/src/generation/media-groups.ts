@@ -1,0 +1,276 @@
+import { z } from 'zod';
+import { defineFunction, type FunctionContext, type FunctionGroup } from '../functions/define-function.js';
+import type { JsonObject, Part } from '../protocol/content.js';
+import { toErrorOrResponse } from './error-classification.js';
+import { executeMediaStep, partToChunk, textChunk, type MediaStep, type StepChunk } from './step-executor.js';
+
+const common = {
+  file_name: z.string().optional().describe('Name for the output file, snake_case, without extension.'),
+  task_id: z.string().optional().describe('The task this call works on; it is marked in progress.'),
+  status_update: z.string().optional().describe('A short status for the user while this runs.'),
+};
+
+/** Image models behind `generate_images`' `model` choice. */
+export const IMAGE_MODELS: Readonly<Record<string, string>> = {
+  pro: 'gemini-3-pro-image-preview',
+  flash: 'gemini-2.5-flash-image',
+};
+export const VIDEO_MODEL = 'veo-3.1-generate-preview';
+
+/** Veo support codes by the reason they stand for (reference §13.5). */
+const SUPPORT_CODES: Readonly<Record<string, readonly number[]>> = {
+  child: [58061214, 17301594],
+  celebrity: [29310472, 15236754],
+  unsafe: [64151117, 42237218],
+  dangerous: [62263041],
+  hate: [57734940, 22137204],
+  other: [74803281, 29578790, 42876398],
+  face: [39322892],
+  pii: [92201652],
+  prohibited: [89371032, 49114662, 72817394],
+  sexual: [90789179, 63429089, 43188360],
+  toxic: [78610348],
+  violence: [61493863, 56562880],
+  vulgar: [32635315],
+};
+const REASON_BY_CODE = new Map(Object.entries(SUPPORT_CODES).flatMap(([reason, codes]) => codes.map((code) => [code, reason] as const)));
+
+/** Turns a Veo error with `Support codes: ...` into a safety error with the reasons. */
+export function expandVeoError(message: string, model: string): { error: string; metadata?: JsonObject } {
+  const match = /Support codes:\s*([\d,\s]+)/.exec(message);
+  if (!match?.[1]) return { error: message };
+  const codes = match[1].split(',').map((code) => Number(code.trim())).filter((code) => Number.isFinite(code) && code > 0);
+  const reasons = [...new Set(codes.map((code) => REASON_BY_CODE.get(code) ?? 'other'))].sort();
+  if (reasons.length === 0) return { error: message };
+  return { error: message, metadata: { origin: 'server', kind: 'safety', reasons, model } };
+}
+
+/** Runs a step, turning failures into the model-facing (or fatal) response. */
+async function runStep(
+  context: FunctionContext,
+  step: MediaStep,
+  expandError: (message: string) => { error: string; metadata?: JsonObject } = (message) => ({ error: message }),
+): Promise<{ parts: Part[] } | { response: JsonObject }> {
+  try {
+    const result = await executeMediaStep(context.ports.backend, { ...step, useG1Quota: context.flags.googleOne === true }, context.signal);
+    if (result.executedModel) context.reportMetadata({ model: result.executedModel });
+    return { parts: result.contents.flatMap((content) => content.parts) };
+  } catch (error) {
+    return { response: toErrorOrResponse(expandError(messageOf(error))) };
+  } finally {
+    context.update(null);
+  }
+}
+
+async function chunksOf(paths: readonly string[], context: FunctionContext): Promise<StepChunk[] | { error: string }> {
+  let parts: Part[];
+  try {
+    parts = await context.fs.getMany(paths);
+  } catch (error) {
+    return { error: messageOf(error) };
+  }
+  const chunks: StepChunk[] = [];
+  for (const part of parts) {
+    try {
+      chunks.push(await partToChunk(part, context.ports.backend, context.signal));
+    } catch (error) {
+      return { error: messageOf(error) };
+    }
+  }
+  return chunks;
+}
+
+/** Saves generated parts as files: `name`, or `name_1`, `name_2`, ... when there are several. */
+function saveParts(parts: readonly Part[], context: FunctionContext, fileName: string | undefined): { paths: string[]; errors: string[] } {
+  const paths: string[] = [];
+  const errors: string[] = [];
+  for (const [index, part] of parts.entries()) {
+    const name = fileName === undefined ? undefined : parts.length > 1 ? `${fileName}_${index + 1}` : fileName;
+    try {
+      paths.push(context.fs.addPart(part, name));
+    } catch (error) {
+      errors.push(messageOf(error));
+    }
+  }
+  return { paths, errors };
+}
+
+/** `generate_images` (reference §13.4). */
+export function createImageGroup(): FunctionGroup {
+  return {
+    name: 'image',
+    functions: [
+      defineFunction({
+        name: 'generate_images',
+        description:
+          'Generates or edits images from a prompt, optionally starting from input images. Returns the paths of the new image files.',
+        parameters: z.object({
+          prompt: z.string().describe('What the image should show, or how to change the input images.'),
+          model: z.string().default('flash').describe('"pro" for the best quality and text in images, "flash" for speed.'),
+          images: z.array(z.string()).default([]).describe('Paths of input images (/mnt/...), or an empty list.'),
+          aspect_ratio: z.enum(['1:1', '9:16', '16:9', '4:3', '3:4']).default('16:9'),
+          ...common,
+        }),
+        icon: 'photo_spark',
+        title: 'Generating Image(s)',
+        async handler(args, context) {
+          if (args.task_id) context.taskTree.setInProgress(args.task_id, args.status_update ?? 'Generating images');
+          context.update(args.status_update ?? 'Generating Image(s)');
+          const inputs = await chunksOf(args.images, context);
+          if (!Array.isArray(inputs)) {
+            context.update(null);
+            return inputs;
+          }
+          const step: MediaStep = {
+            stepName: 'AI Image Tool',
+            modelApi: 'ai_image_tool',
+            inputParameters: ['input_instruction', 'input_image'],
+            systemPrompt: '',
+            options: { modelName: IMAGE_MODELS[args.model] ?? IMAGE_MODELS.flash, disablePromptRewrite: true },
+            output: 'generated_image',
+            inputs: {
+              input_instruction: [textChunk(args.prompt)],
+              aspect_ratio_key: [textChunk(args.aspect_ratio)],
+              ...(inputs.length > 0 ? { input_image: inputs } : {}),
+            },
+          };
+          const outcome = await runStep(context, step);
+          if ('response' in outcome) return outcome.response;
+          if (outcome.parts.length === 0) return { error: 'No images were generated. Please try again' };
+          const { paths, errors } = saveParts(outcome.parts, context, args.file_name);
+          if (errors.length > 0) return { error: errors.join(', ') };
+          return { images: paths };
+        },
+      }),
+    ],
+  };
+}
+
+/** `generate_video` (reference §13.5). */
+export function createVideoGroup(): FunctionGroup {
+  return {
+    name: 'video',
+    functions: [
+      defineFunction({
+        name: 'generate_video',
+        description: 'Generates a short video from a prompt, optionally guided by reference images. Returns the path of the video file.',
+        parameters: z.object({
+          prompt: z.string().describe('What the video should show.'),
+          images: z.array(z.string()).default([]).describe('Paths of reference images (/mnt/...).'),
+          aspect_ratio: z.string().default('16:9').describe('"16:9" or "9:16".'),
+          ...common,
+        }),
+        icon: 'videocam_auto',
+        title: 'Generating Video',
+        async handler(args, context) {
+          if (args.task_id) context.taskTree.setInProgress(args.task_id, args.status_update ?? 'Generating video');
+          context.update(args.status_update ?? 'Generating Video');
+          const references: StepChunk[] = [];
+          for (const path of args.images) {
+            try {
+              const [first] = await context.fs.get(path);
+              if (!first) {
+                context.update(null);
+                return { error: `Empty file: "${path}"` };
+              }
+              references.push(await partToChunk(first, context.ports.backend, context.signal));
+            } catch (error) {
+              context.update(null);
+              return { error: messageOf(error) };
+            }
+          }
+          const aspectRatio = args.aspect_ratio === '9:16' ? '9:16' : '16:9';
+          const step: MediaStep = {
+            stepName: 'GenerateVideo',
+            modelApi: 'generate_video',
+            inputParameters: references.length > 0 ? ['text_instruction', 'reference_image'] : ['text_instruction'],
+            systemPrompt: '',
+            options: { modelName: VIDEO_MODEL, disablePromptRewrite: false },
+            output: 'generated_video',
+            inputs: {
+              text_instruction: [textChunk(args.prompt)],
+              aspect_ratio_key: [textChunk(aspectRatio)],
+              ...(references.length > 0 ? { reference_image: references } : {}),
+            },
+          };
+          const outcome = await runStep(context, step, (message) => expandVeoError(message, VIDEO_MODEL));
+          if ('response' in outcome) return outcome.response;
+          const [part] = outcome.parts;
+          if (!part) return { error: 'No video was generated. Please try again' };
+          const { paths, errors } = saveParts([part], context, args.file_name);
+          if (errors.length > 0) return { error: errors.join(', ') };
+          return { video: paths[0] as string };
+        },
+      }),
+    ],
+  };
+}
+
+const VOICES: Readonly<Record<string, string>> = { 'Male (English)': 'en-US-male', 'Female (English)': 'en-US-female' };
+
+/** `generate_speech_from_text` and `generate_music_from_text` (reference §13.6). */
+export function createAudioGroup(): FunctionGroup {
+  return {
+    name: 'audio',
+    functions: [
+      defineFunction({
+        name: 'generate_speech_from_text',
+        description: 'Reads text aloud with a synthetic voice. Returns the path of the audio file.',
+        parameters: z.object({
+          text: z.string().describe('The words to speak.'),
+          voice: z.string().default('Female (English)').describe('"Male (English)" or "Female (English)".'),
+          ...common,
+        }),
+        icon: 'audio_magic_eraser',
+        title: 'Generating Speech',
+        async handler(args, context) {
+          if (args.task_id) context.taskTree.setInProgress(args.task_id, args.status_update ?? 'Generating speech');
+          context.update(args.status_update ?? 'Generating Speech');
+          const outcome = await runStep(context, {
+            stepName: 'GenerateAudio',
+            modelApi: 'tts',
+            inputParameters: ['text_to_speak'],
+            systemPrompt: '',
+            output: 'generated_speech',
+            inputs: { text_to_speak: [textChunk(args.text)], voice_key: [textChunk(VOICES[args.voice] ?? 'en-US-female')] },
+          });
+          if ('response' in outcome) return outcome.response;
+          const [part] = outcome.parts;
+          if (!part) return { error: 'No speech was generated' };
+          const { paths, errors } = saveParts([part], context, args.file_name);
+          if (errors.length > 0) return { error: errors.join(', ') };
+          return { speech: paths[0] as string };
+        },
+      }),
+      defineFunction({
+        name: 'generate_music_from_text',
+        description: 'Composes instrumental music from a description. Returns the path of the audio file.',
+        parameters: z.object({ prompt: z.string().describe('Style, mood, instruments, tempo.'), ...common }),
+        icon: 'music_note',
+        title: 'Generating Music',
+        async handler(args, context) {
+          if (args.task_id) context.taskTree.setInProgress(args.task_id, args.status_update ?? 'Generating music');
+          context.update(args.status_update ?? 'Generating Music');
+          const outcome = await runStep(context, {
+            stepName: 'GenerateMusic',
+            modelApi: 'generate_music',
+            inputParameters: ['prompt'],
+            systemPrompt: '',
+            output: 'generated_music',
+            inputs: { prompt: [textChunk(args.prompt)] },
+          });
+          if ('response' in outcome) return outcome.response;
+          const [part] = outcome.parts;
+          if (!part) return { error: 'No music was generated' };
+          const { paths, errors } = saveParts([part], context, args.file_name);
+          if (errors.length > 0) return { error: errors.join(', ') };
+          return { music: paths[0] as string };
+        },
+      }),
+    ],
+  };
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

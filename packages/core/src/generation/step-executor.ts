@@ -1,0 +1,126 @@
+import type { BackendClient, ExecuteStepRequest } from '../ports/index.js';
+import type { LLMContent, Part } from '../protocol/content.js';
+import { blobIdOf } from './conform-body.js';
+
+/** One input chunk of an `executeStep` request. */
+export interface StepChunk {
+  mimetype: string;
+  data: string;
+  substreamName?: string;
+}
+
+/** A media step, before it becomes the wire request of reference §12.2. */
+export interface MediaStep {
+  stepName: string;
+  modelApi: string;
+  /** The inputs the step declares (a subset of `inputs`' keys). */
+  inputParameters: string[];
+  inputs: Record<string, StepChunk[]>;
+  output: string;
+  systemPrompt?: string;
+  options?: Record<string, unknown>;
+  /** Bills the step to the user's Google One quota (`googleOne` flag). */
+  useG1Quota?: boolean;
+}
+
+/** What a step produced: one content per data chunk, and the models that served it. */
+export interface MediaStepResult {
+  contents: LLMContent[];
+  requestedModel?: string;
+  executedModel?: string;
+}
+
+/** Base64 of a string's UTF-8 bytes. */
+export function toBase64Text(text: string): string {
+  const bytes = new TextEncoder().encode(text);
+  let binary = '';
+  for (let index = 0; index < bytes.length; index += 0x8000) {
+    binary += String.fromCharCode(...bytes.subarray(index, index + 0x8000));
+  }
+  return btoa(binary);
+}
+
+/** The UTF-8 text of base64 data. */
+export function fromBase64Text(data: string): string {
+  const binary = atob(data);
+  const bytes = new Uint8Array(binary.length);
+  for (let index = 0; index < binary.length; index += 1) bytes[index] = binary.charCodeAt(index);
+  return new TextDecoder().decode(bytes);
+}
+
+/** A text input chunk. */
+export function textChunk(text: string): StepChunk {
+  return { mimetype: 'text/plain', data: toBase64Text(text) };
+}
+
+/**
+ * Turns a file's part into an `executeStep` input chunk: inline data as is, blobs (absolute or
+ * relative handles) as GCS paths, Drive files copied to blobs first. Throws a message naming the
+ * part when it cannot be sent.
+ */
+export async function partToChunk(part: Part, backend: BackendClient, signal?: AbortSignal): Promise<StepChunk> {
+  if (part.inlineData) return { mimetype: part.inlineData.mimeType, data: part.inlineData.data };
+  const stored = part.storedData;
+  if (stored) {
+    let blobId = blobIdOf(stored.handle);
+    if (!blobId && stored.handle.startsWith('drive:')) {
+      const handle = await backend.uploadBlobFile(stored.handle.replace(/^drive:\/*/, ''), signal);
+      blobId = blobIdOf(handle) ?? handle.split('/').pop();
+    }
+    if (!blobId) throw new Error(`Unknown storedData handle for executeStep: "${stored.handle}"`);
+    return { mimetype: 'text/gcs-path', data: toBase64Text(blobId) };
+  }
+  if (part.fileData) throw new Error('fileData parts are not supported in executeStep inputs');
+  throw new Error(`Unknown part type: [${Object.keys(part).join(', ')}]`);
+}
+
+/**
+ * Runs a media step through `BackendClient.executeStep` and turns its output chunks into
+ * contents (reference §12.2): stored blobs become `storedData` with `/board/blobs/<id>` handles,
+ * HTML is decoded, everything else stays inline. Throws with the backend's message on failure,
+ * or `Unable to find data in the output` when there is nothing.
+ */
+export async function executeMediaStep(backend: BackendClient, step: MediaStep, signal?: AbortSignal): Promise<MediaStepResult> {
+  const planStep: ExecuteStepRequest['planStep'] = {
+    stepName: step.stepName,
+    modelApi: step.modelApi,
+    inputParameters: step.inputParameters,
+    output: step.output,
+  };
+  if (step.systemPrompt !== undefined) planStep.systemPrompt = step.systemPrompt;
+  if (step.options !== undefined) planStep.options = step.options;
+  const request: ExecuteStepRequest = { planStep, execution_inputs: {} };
+  for (const [name, chunks] of Object.entries(step.inputs)) request.execution_inputs[name] = { chunks };
+  if (step.useG1Quota) request.enableG1Quota = true;
+
+  const response = await backend.executeStep(request, signal);
+  if (typeof response.errorMessage === 'string' && response.errorMessage.length > 0) throw new Error(response.errorMessage);
+  const chunks = response.executionOutputs?.[step.output]?.chunks ?? [];
+  const result: MediaStepResult = { contents: [] };
+  for (const chunk of chunks) {
+    if (chunk.substreamName === 'requested-model') {
+      result.requestedModel = fromBase64Text(chunk.data);
+      continue;
+    }
+    if (chunk.substreamName === 'executed-model') {
+      result.executedModel = fromBase64Text(chunk.data);
+      continue;
+    }
+    result.contents.push({ role: 'user', parts: [outputPart(chunk)] });
+  }
+  if (result.contents.length === 0) throw new Error('Unable to find data in the output');
+  return result;
+}
+
+function outputPart(chunk: StepChunk): Part {
+  const { mimetype, data } = chunk;
+  if (mimetype.endsWith('/storedData')) {
+    return { storedData: { handle: `/board/blobs/${data.split('/').pop() ?? data}`, mimeType: mimetype.slice(0, -'/storedData'.length) } };
+  }
+  if (mimetype.startsWith('text/gcs-path/')) {
+    const id = fromBase64Text(data).split('/').pop() ?? '';
+    return { storedData: { handle: `/board/blobs/${id}`, mimeType: mimetype.slice('text/gcs-path/'.length) } };
+  }
+  if (mimetype === 'text/html') return { inlineData: { mimeType: 'text/html', data: fromBase64Text(data) } };
+  return { inlineData: { mimeType: mimetype, data } };
+}
