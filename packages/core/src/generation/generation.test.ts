@@ -1,0 +1,245 @@
+import { readFile } from 'node:fs/promises';
+import { describe, expect, it } from 'vitest';
+import type { AgentPorts } from '../ports/index.js';
+import type { JsonObject, LLMContent } from '../protocol/content.js';
+import type { AgentEvent, AgentEventOf } from '../protocol/events.js';
+import type { GenerateContentResponse } from '../protocol/gemini.js';
+import { resume, run } from '../run.js';
+import {
+  createMemoryInteractionStore,
+  createScriptedBackendClient,
+  functionCallChunk,
+  type ScriptedBackendOptions,
+  type ScriptedRequest,
+} from '../testing/index.js';
+import { CODE_MODEL, TEXT_MODELS, WEBPAGE_CONSENT } from './index.js';
+
+const FIXTURES = new URL('../../../../fixtures/gemini/', import.meta.url);
+
+/** The chunks of a recorded `streamGenerateContent` SSE stream. */
+async function recordedStream(name: string): Promise<GenerateContentResponse[]> {
+  const text = await readFile(new URL(name, FIXTURES), 'utf8');
+  return text
+    .split('\n')
+    .filter((line) => line.startsWith('data:'))
+    .map((line) => JSON.parse(line.slice(5)) as GenerateContentResponse);
+}
+
+async function recordedResponse(name: string): Promise<GenerateContentResponse> {
+  return JSON.parse(await readFile(new URL(name, FIXTURES), 'utf8')) as GenerateContentResponse;
+}
+
+async function collect(events: AsyncIterable<AgentEvent>): Promise<AgentEvent[]> {
+  const all: AgentEvent[] = [];
+  for await (const event of events) all.push(event);
+  return all;
+}
+
+const start = (text: string) => ({ segments: [{ type: 'text' as const, text }] });
+const isMain = (request: ScriptedRequest) => request.body.contents[0]?.parts[0]?.text?.includes('<objective>') === true;
+const ofType = <T extends AgentEvent['type']>(events: AgentEvent[], type: T): Array<AgentEventOf<T>> =>
+  events.filter((event) => event.type === type) as unknown as Array<AgentEventOf<T>>;
+
+/**
+ * A main model that calls `name(args)` once and then fulfils the objective; sub-requests (the
+ * generation functions' own model calls) are answered by `sub`.
+ */
+function agentCalling(name: string, args: JsonObject, sub: (request: ScriptedRequest) => GenerateContentResponse[], options?: ScriptedBackendOptions) {
+  return createScriptedBackendClient((request) => {
+    if (!isMain(request)) return sub(request);
+    const answered = request.body.contents.some((content) => content.parts.some((part) => part.functionResponse?.name === name));
+    return answered
+      ? [functionCallChunk('system_objective_fulfilled', { objective_outcome: 'Done' }, { thoughtSignature: 'sig-2' })]
+      : [functionCallChunk(name, args, { thoughtSignature: 'sig-1' })];
+  }, options);
+}
+
+/** The function response the main model got back for `name`, from the request after the call. */
+function responseSeen(requests: ScriptedRequest[], name: string): JsonObject | undefined {
+  for (const request of requests.filter(isMain)) {
+    for (const content of request.body.contents) {
+      for (const part of content.parts) if (part.functionResponse?.name === name) return part.functionResponse.response as JsonObject;
+    }
+  }
+  return undefined;
+}
+
+function historyOfLastMainRequest(requests: ScriptedRequest[]): LLMContent[] {
+  return requests.filter(isMain).at(-1)?.body.contents ?? [];
+}
+
+describe('generate_and_execute_code replaying recorded code execution', () => {
+  it('reports code and results as progress, pairs them by order, and returns only the text to the model', async () => {
+    const recorded = await recordedStream('stream-code-execution-thought-parts-gemini-2.5-pro.sse');
+    const backend = agentCalling('generate_and_execute_code', { prompt: 'Compute 65465-6544 * 65464-6+1.02255' }, () => recorded);
+    const events = await collect(run(start('Do the maths'), { backend, store: createMemoryInteractionStore() }));
+
+    const sub = backend.requests.find((request) => !isMain(request));
+    expect(sub?.model).toBe(CODE_MODEL);
+    expect(sub?.body.tools).toEqual([{ codeExecution: {} }]);
+
+    const call = ofType(events, 'functionCall').find((event) => event.name === 'generate_and_execute_code');
+    const updates = ofType(events, 'functionCallUpdate').filter((event) => event.callId === call?.callId);
+    expect(updates[0]).toMatchObject({ status: 'Generating Code', opts: { expectedDurationInSec: 40 } });
+    const thoughts = updates.filter((event) => event.opts?.isThought);
+    expect(thoughts.map((event) => event.status?.split('\n')[0])).toEqual(['Running code:', 'Code output:', 'Running code:', 'Code output:']);
+    expect(updates.at(-1)?.status).toBeNull();
+
+    const result = ofType(events, 'functionResult').find((event) => event.callId === call?.callId);
+    const executions = (result?.metadata as { codeExecution: Array<{ code: string; outcome: string; output: string }> }).codeExecution;
+    expect(executions).toHaveLength(2);
+    expect(executions.every((execution) => execution.outcome === 'OUTCOME_OK' && execution.output === '-428330955.97745\n')).toBe(true);
+    expect(executions[1]?.code).toContain('# Calculate the expression');
+
+    expect(responseSeen(backend.requests, 'generate_and_execute_code')).toEqual({ result: 'The result is -428,330,955.97745.' });
+    const history = JSON.stringify(historyOfLastMainRequest(backend.requests));
+    expect(history).not.toContain('executableCode');
+    expect(history).not.toContain('codeExecutionResult');
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+  });
+
+  it('tells the model the code failed, with the recorded error output', async () => {
+    const recorded = await recordedResponse('generate-code-execution-failed-gemini-3-flash.json');
+    const backend = agentCalling('generate_and_execute_code', { prompt: 'Divide by zero' }, () => [recorded]);
+    await collect(run(start('Try it'), { backend, store: createMemoryInteractionStore() }));
+    const response = responseSeen(backend.requests, 'generate_and_execute_code');
+    expect(response?.error).toMatch(/^The code generator tried and failed with the following error:\n\nstdout: ok/);
+    expect(response?.error).toContain('ZeroDivisionError: division by zero');
+  });
+
+  it('saves images the code produced as files and returns them as file tags', async () => {
+    const png = 'iVBORw0KGgo=';
+    const backend = agentCalling('generate_and_execute_code', { prompt: 'Plot it' }, () => [
+      { candidates: [{ content: { role: 'model', parts: [{ executableCode: { language: 'PYTHON', code: 'plot()' } }] } }] },
+      { candidates: [{ content: { role: 'model', parts: [{ codeExecutionResult: { outcome: 'OUTCOME_OK', output: '' } }] } }] },
+      { candidates: [{ content: { role: 'model', parts: [{ inlineData: { mimeType: 'image/png', data: png } }, { text: 'Here is the chart.' }] }, finishReason: 'STOP' }] },
+    ]);
+    const events = await collect(run(start('Chart'), { backend, store: createMemoryInteractionStore() }));
+    const response = responseSeen(backend.requests, 'generate_and_execute_code');
+    expect(response?.result).toMatch(/^<file src="\/mnt\/[^"]+\.png" \/>Here is the chart\.$/);
+    const complete = ofType(events, 'complete')[0];
+    expect(complete?.result.intermediate).toEqual([expect.objectContaining({ content: { inlineData: { mimeType: 'image/png', data: png } } })]);
+  });
+});
+
+describe('generate_text replaying recorded grounding', () => {
+  it('grounds in Google Search, reports the sources, and returns the text', async () => {
+    const recorded = await recordedStream('stream-google-search-grounding-gemini-2.5-pro.sse');
+    const backend = agentCalling('generate_text', { prompt: 'Weather in San Francisco today', model: 'flash', search_grounding: true }, () => recorded);
+    const events = await collect(run(start('Weather report'), { backend, store: createMemoryInteractionStore() }));
+
+    const sub = backend.requests.find((request) => !isMain(request));
+    expect(sub?.model).toBe(TEXT_MODELS.flash);
+    expect(sub?.body.tools).toEqual([{ googleSearch: {} }]);
+    expect(sub?.body.generationConfig).toEqual({});
+
+    const call = ofType(events, 'functionCall').find((event) => event.name === 'generate_text');
+    const updates = ofType(events, 'functionCallUpdate').filter((event) => event.callId === call?.callId);
+    expect(updates[0]).toMatchObject({ status: 'Researching', opts: { expectedDurationInSec: 30 } });
+    const sourcesUpdate = updates.find((event) => event.status?.startsWith('Sources: '));
+    expect(sourcesUpdate?.opts).toEqual({ isThought: true });
+    const result = ofType(events, 'functionResult').find((event) => event.callId === call?.callId);
+    const grounding = (result?.metadata as { grounding: { sources: Array<{ uri: string; title: string }> } }).grounding;
+    expect(grounding.sources.length).toBeGreaterThan(0);
+    expect(grounding.sources[0]?.uri).toMatch(/^https:\/\//);
+
+    const text = recorded.map((chunk) => chunk.candidates?.[0]?.content?.parts?.[0]?.text ?? '').join('');
+    expect(responseSeen(backend.requests, 'generate_text')).toEqual({ text });
+    expect(JSON.stringify(historyOfLastMainRequest(backend.requests))).not.toContain('groundingMetadata');
+  });
+});
+
+describe('generate_text with url_context behind queryConsent', () => {
+  const urlCall = { prompt: 'What does https://ai.pydantic.dev announce?', model: 'flash', url_context: true };
+
+  async function suspendForConsent() {
+    const recorded = await recordedStream('stream-url-context-metadata-gemini-2.5-flash.sse');
+    const backend = agentCalling('generate_text', urlCall, () => recorded);
+    const ports: AgentPorts = { backend, store: createMemoryInteractionStore() };
+    const events = await collect(run({ ...start('Check the site'), graph: { url: 'drive:/graph-1' } }, ports));
+    return { backend, ports, events };
+  }
+
+  it('suspends with queryConsent before generating, and never emits a result for the call', async () => {
+    const { backend, events } = await suspendForConsent();
+    const consent = events.at(-1);
+    expect(consent).toMatchObject({ type: 'queryConsent', consentType: WEBPAGE_CONSENT, scope: {}, graphUrl: 'drive:/graph-1' });
+    expect(ofType(events, 'functionResult')).toEqual([]);
+    expect(backend.requests.filter((request) => !isMain(request))).toEqual([]);
+  });
+
+  it('with consent: runs the URL-context generation and the model sees only its text', async () => {
+    const { backend, ports, events } = await suspendForConsent();
+    const interactionId = (events.at(-1) as AgentEventOf<'queryConsent'>).interactionId as string;
+    const resumed = await collect(resume(interactionId, { consent: true }, ports));
+
+    const sub = backend.requests.find((request) => !isMain(request));
+    expect(sub?.body.tools).toEqual([{ urlContext: {} }]);
+    expect(responseSeen(backend.requests, 'generate_text')).toEqual({ text: 'Pydantic AI Gateway is now available!' });
+    const history = JSON.stringify(historyOfLastMainRequest(backend.requests));
+    expect(history).not.toContain('consent');
+    expect(history).not.toContain('urlContextMetadata');
+    // The re-run after consent is silent: the call's events were already sent before the suspend.
+    expect(ofType(resumed, 'functionCallUpdate')).toEqual([]);
+    expect(resumed.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+  });
+
+  it('without consent: the model is told the user refused, and nothing is fetched', async () => {
+    const { backend, ports, events } = await suspendForConsent();
+    const interactionId = (events.at(-1) as AgentEventOf<'queryConsent'>).interactionId as string;
+    await collect(resume(interactionId, { consent: false }, ports));
+    expect(responseSeen(backend.requests, 'generate_text')).toEqual({ error: 'User declined URL access consent' });
+    expect(backend.requests.filter((request) => !isMain(request))).toEqual([]);
+  });
+});
+
+describe('generation failures', () => {
+  it('ends the run when the quota is exhausted', async () => {
+    const backend = agentCalling('generate_images', { prompt: 'A cat', images: [] }, () => [], {
+      executeStep: async () => ({ errorMessage: JSON.stringify({ code: 'RESOURCE_EXHAUSTED', error_reason: 'FREE_QUOTA_EXHAUSTED', message: 'Daily limit' }) }),
+    });
+    const events = await collect(run(start('Draw'), { backend, store: createMemoryInteractionStore() }));
+    expect(events.slice(-3).map((event) => event.type)).toEqual(['finish', 'error', 'complete']);
+    expect(ofType(events, 'error')[0]?.message).toContain('FREE_QUOTA_EXHAUSTED');
+  });
+
+  it('returns a safety block to the model so it can try something else', async () => {
+    const backend = agentCalling('generate_images', { prompt: 'Something blocked', images: [] }, () => [], {
+      executeStep: async () => ({ errorMessage: 'The image was blocked by safety filters' }),
+    });
+    const events = await collect(run(start('Draw'), { backend, store: createMemoryInteractionStore() }));
+    expect(responseSeen(backend.requests, 'generate_images')).toEqual({ error: 'The image was blocked by safety filters' });
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+  });
+
+  it('explains Veo support codes as safety reasons', async () => {
+    const backend = agentCalling('generate_video', { prompt: 'A crowd' }, () => [], {
+      executeStep: async () => ({ errorMessage: 'Video blocked. Support codes: 29310472, 62263041' }),
+    });
+    await collect(run(start('Film'), { backend, store: createMemoryInteractionStore() }));
+    expect(responseSeen(backend.requests, 'generate_video')).toEqual({
+      error: 'Video blocked. Support codes: 29310472, 62263041',
+      metadata: { origin: 'server', kind: 'safety', reasons: ['celebrity', 'dangerous'], model: 'veo-3.1-generate-preview' },
+    });
+  });
+
+  it('ends the run with a clear error when the main model is blocked for safety', async () => {
+    const blocked = await recordedResponse('generate-finish-reason-safety-empty-content-gemini-1.5-flash.json');
+    const backend = createScriptedBackendClient([[blocked]]);
+    const events = await collect(run(start('Something'), { backend, store: createMemoryInteractionStore() }));
+    expect(ofType(events, 'error')[0]?.message).toBe('Agent error: the response was blocked by safety filters (finishReason SAFETY)');
+    expect(backend.requests).toHaveLength(1);
+  });
+
+  it('tells the model its function call was malformed instead of re-sending the same request', async () => {
+    const backend = createScriptedBackendClient([
+      [{ candidates: [{ content: { role: 'model', parts: [] }, finishReason: 'MALFORMED_FUNCTION_CALL', finishMessage: 'Malformed function call: print(' } as never] }],
+      [functionCallChunk('system_objective_fulfilled', { objective_outcome: 'ok' }, { thoughtSignature: 's' })],
+    ]);
+    const events = await collect(run(start('Go'), { backend, store: createMemoryInteractionStore() }));
+    const retry = backend.requests[1]?.body.contents.at(-1);
+    expect(retry?.role).toBe('user');
+    expect(retry?.parts.at(-1)?.text).toMatch(/^Your last function call was malformed and was not run \(Malformed function call: print\(\)/);
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+  });
+});
