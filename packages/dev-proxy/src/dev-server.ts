@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createFileInteractionStore, createHandler, createNodeFetch, serve, type RunningServer } from '@org/adapter-node';
 import { AgentError } from '@org/core';
-import { AGENT_RUN_PATHS, createGeminiBackendClient } from '@org/core/http';
+import { AGENT_RUN_PATHS, createGeminiBackendClient, createUpstreamBackendClient } from '@org/core/http';
 import { createSimulatedGemini } from '@org/core/testing';
 import { PLAYGROUND_HTML } from './playground/page.js';
 import { createReverseProxy } from './reverse-proxy.js';
@@ -55,13 +55,22 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
   mkdirSync(storeDirectory, { recursive: true });
   const store = createFileInteractionStore({ directory: storeDirectory });
   const pooledFetch = createNodeFetch();
-  const backend = createGeminiBackendClient({
-    apiKey: config.geminiApiKey ?? 'simulated',
-    fetch: pooledFetch,
-    ...(baseUrl ? { baseUrl } : {}),
-  });
+  // Media steps and uploads: the upstream backend as the caller, else the simulated one.
+  const mediaUrl = config.upstreamUrl ?? simulated?.url;
+  const backendFor = (accessToken: string | undefined) => {
+    // The simulated backend takes anyone; a real upstream needs the caller's token.
+    const mediaToken = accessToken ?? (config.upstreamUrl ? undefined : 'simulated');
+    return createGeminiBackendClient({
+      apiKey: config.geminiApiKey ?? 'simulated',
+      fetch: pooledFetch,
+      ...(baseUrl ? { baseUrl } : {}),
+      ...(mediaUrl && mediaToken
+        ? { upstream: createUpstreamBackendClient({ baseUrl: mediaUrl, fetch: pooledFetch, accessToken: mediaToken }) }
+        : {}),
+    });
+  };
   const agent = createHandler({
-    createPorts: () => ({ backend, store }),
+    createPorts: ({ accessToken }) => ({ backend: backendFor(accessToken), store }),
     runOptions: () => (config.model ? { model: config.model } : undefined),
   });
   const proxy = config.upstreamUrl ? createReverseProxy({ upstreamUrl: config.upstreamUrl }) : undefined;
@@ -132,7 +141,7 @@ function playgroundScript(): string | undefined {
 function banner(url: string, mode: DevServer['mode'], baseUrl: string | undefined, storeDirectory: string, upstreamUrl: string | undefined): string {
   const modeLine =
     mode === 'simulated'
-      ? 'Model:     SIMULATED Gemini (no GEMINI_API_KEY set): a local stand-in, no real model is called'
+      ? 'Model:     SIMULATED Gemini (no GEMINI_API_KEY set): a local stand-in, no real model is called; it can also draw a picture and run code'
       : mode === 'custom'
         ? `Model:     Gemini-compatible endpoint at ${baseUrl}`
         : 'Model:     Gemini API (GEMINI_API_KEY)';
@@ -141,7 +150,7 @@ function banner(url: string, mode: DevServer['mode'], baseUrl: string | undefine
     `Playground: ${url}/  (open it in a browser)`,
     modeLine,
     `Endpoints: POST ${url}/v1beta1/streamRunAgent  (alias POST ${url}/api/agent/run)`,
-    `Upstream:  ${upstreamUrl ? `every other /v1beta1/* path -> ${upstreamUrl}` : 'none (set UPSTREAM_URL to forward other /v1beta1/* paths)'}`,
+    `Upstream:  ${upstreamUrl ? `every other /v1beta1/* path (and media steps) -> ${upstreamUrl}` : 'none (set UPSTREAM_URL to forward other /v1beta1/* paths and media steps)'}`,
     `Store:     ${storeDirectory}`,
     '',
     'Start a run:',

@@ -69,6 +69,29 @@ describe('the playground at / of a real dev server (simulated model)', () => {
     await page.close();
   });
 
+  it('shows a generated picture and the code the model ran', async () => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    await page.goto(`${url}/`);
+    await page.waitForSelector('body[data-ready=true]');
+    await page.fill('#objective', 'Draw a picture of a sunset, then compute 65465-6544 * 65464-6+1.02255 with code.');
+    await page.click('#run');
+    const result = page.locator('#result[data-status=success]');
+    await result.waitFor({ timeout: 30_000 });
+    expect(await result.textContent()).toContain('The computation says: The result is -428,330,955.97745.');
+    // The picture is rendered from the file the image step produced.
+    const image = result.locator('img').first();
+    expect(await image.getAttribute('src')).toMatch(/^data:image\/png;base64,iVBORw0KGgo/);
+    expect(await image.evaluate((element) => (element as unknown as { naturalWidth: number }).naturalWidth)).toBe(160);
+    // The code run is shown as progress of its call.
+    const codeCall = page.locator('#timeline > li[data-name=generate_and_execute_code]');
+    const updates = await codeCall.locator('.update').allTextContents();
+    expect(updates.some((text) => text.startsWith('Running code:'))).toBe(true);
+    expect(updates).toContain('Code output:\n-428330955.97745\n');
+    await mkdir(artifacts, { recursive: true });
+    await page.screenshot({ path: path.join(artifacts, 'playground-media.png'), fullPage: true });
+    await page.close();
+  });
+
   it('stops a run from the Stop button while it waits for input', async () => {
     const page = await browser.newPage();
     await page.goto(`${url}/`);

@@ -18,7 +18,10 @@ const SIGNATURE_PREFIX = 'c2ltOnNpZ25lZDo';
 /**
  * A deterministic stand-in for the Gemini API, speaking the real `streamGenerateContent` SSE
  * format: it thinks, writes a file, asks for the user's name when the objective asks for input,
- * offers choices when asked to choose, and fulfils the objective with the answers. Like Gemini 3
+ * offers choices when asked to choose, draws a picture (`generate_images`) or runs code
+ * (`generate_and_execute_code`, answered with a code-execution turn) when the objective asks, and
+ * fulfils the objective with the results. It also answers `/v1beta1/executeStep` like the media
+ * backend, with a generated picture or a short tone. Like Gemini 3
  * it signs the first function call of each turn and answers 400, with the real error text, to a
  * history that lost a signature.
  *
@@ -34,6 +37,7 @@ export function createSimulatedGemini(options: SimulatedGeminiOptions = {}): Sim
     requests,
     async fetch(request) {
       const url = new URL(request.url);
+      if (request.method === 'POST' && url.pathname.endsWith('/v1beta1/executeStep')) return executeStep(request);
       const match = /\/models\/([^/:]+):streamGenerateContent$/.exec(url.pathname);
       if (request.method !== 'POST' || !match) {
         return json(404, { error: { code: 404, message: `Simulated Gemini has no ${request.method} ${url.pathname}`, status: 'NOT_FOUND' } });
@@ -88,9 +92,76 @@ function findLostSignature(contents: readonly LLMContent[]): { name: string; pos
   return undefined;
 }
 
+/** A small generated picture (a sunset over the sea), the simulated image model's only work. */
+export const SIMULATED_IMAGE_PNG =
+  'iVBORw0KGgoAAAANSUhEUgAAAKAAAABgCAIAAAAVRe7OAAADdklEQVR42u3RZ3NVVRjF8fUh9sfZHwILkN4IJZTQ4d6Em9tzUwARGV+DClaqymdAIUpREYwlFopYQAWVN3JmDnPneM4ZZ3Age9bDmvlN5tz9f5Vn4f7LS8Qw/H1giRiGv156RgzDn/ufFcNw78XnxDDc3fe8GIa7LywVw/DH3mViGH7fs1wMw2+7O8Qw3JntFMNwe6ZLDMPt6W4xDL9O9Yhh+KXVK4bh58k+MQw/NfvFMNxq9IthuFUfEMPwY21QDMPN6pAYhhuVFWIYrpeHxTBcm1gphuFaaZUYhh/GV4th+H5sjRiG74ojYhi+LawVw7Cwc50YhoUd68UwfLN9w1Pin/lC0lPyX+PrbaNWpRb9b1aPgK+2jtrzSNMm2TsFvtyy0ZL/PW2SpYNgfvMmMx7LujEzN8H8ps0GPMZp/zUz/2XwxcYt7J7QujH24+Dq6FZqT3TdGPV9cGXDNl6LsG6M90T4fP12Xos2MO+JcHndDlKLtm6M9Eq4vHYno0Ve9+HGhIfCZyMFRkEGZjwUPl1TpBNk3RjdrfDJ6jE6AQemuxUurRqnE3Bgulvh4spdXAKuG+M6Fy4Ol7iEH5jqXLgwVOISfGCuc+H84ASX4ANznQsfD5S5BB+Y61z4qL/CJfjAXOfCXF+VS/CBuc6Fud4al/ADU50L53rqXIIPzHUunO1ucAk+MNe58GFXk0vwgbnOhQ86J7kEH5jrXDjT0eISfGCuc8Et3RvzpdPt7xQl3hQNvCfiS+/HH1lK1Am6gu0EP/GeW7Y7l5KBBF3BdoJbPpvly+/mvivRpWjgmRRfPpV9VCJN0BVsJ7iO6TZfOZn8qWQgRQNPxXzlRPs7RYk3wXVORXz1RPyRpUSdooFbvno8+ptLiT3B1467rlYuJQMJrmsyl68dUzKQooGbWb52NPddiS7BdTdTfP1o9lGJNEUDN5J8/Z3UixJ1guupt/nG28mfSgYSdAXbKRq4FvGNt+KPLCXqBNdb9c03o7+5lNgTdAXbCa6vkstPvqFkIEFXsJ3g+sspvvV69lGJNEUDTyT51pHUixJ1gq5gO8ENlGJ+6nD7O0WJN0FXsJ3gBnf56deiv7mU2BP89KtucDyXkoEEXcF2ghsay/Izr+S+K9GlaOBiip85lH1UIk1wK4pJfvZQ6kWJOkUDF9r87MHkTyUD6QEhsChu5AdYwQAAAABJRU5ErkJggg==';
+
+/** Answers `executeStep` like the media backend: a picture, a short tone, or a clear refusal. */
+async function executeStep(request: Request): Promise<Response> {
+  let body: { planStep?: { modelApi?: string; output?: string } };
+  try {
+    body = (await request.json()) as typeof body;
+  } catch {
+    return json(400, { error: { code: 400, message: 'Invalid JSON payload received.', status: 'INVALID_ARGUMENT' } });
+  }
+  const output = body.planStep?.output ?? 'output';
+  const chunk = (mimetype: string, data: string) => json(200, { executionOutputs: { [output]: { chunks: [{ mimetype, data }] } } });
+  switch (body.planStep?.modelApi) {
+    case 'ai_image_tool':
+      return chunk('image/png', SIMULATED_IMAGE_PNG);
+    case 'tts':
+    case 'generate_music':
+      return chunk('audio/wav', toneWav());
+    default:
+      return json(200, { errorMessage: `The simulated backend cannot run ${body.planStep?.modelApi ?? 'this step'}; set GEMINI_API_KEY and UPSTREAM_URL for real media.` });
+  }
+}
+
+/** Half a second of a 440 Hz tone as a base64 WAV file (8 kHz, 8-bit mono). */
+function toneWav(): string {
+  const samples = 4000;
+  const bytes = new Uint8Array(44 + samples);
+  const view = new DataView(bytes.buffer);
+  const ascii = (offset: number, text: string) => {
+    for (let index = 0; index < text.length; index += 1) bytes[offset + index] = text.charCodeAt(index);
+  };
+  ascii(0, 'RIFF');
+  view.setUint32(4, 36 + samples, true);
+  ascii(8, 'WAVEfmt ');
+  view.setUint32(16, 16, true);
+  view.setUint16(20, 1, true);
+  view.setUint16(22, 1, true);
+  view.setUint32(24, 8000, true);
+  view.setUint32(28, 8000, true);
+  view.setUint16(32, 1, true);
+  view.setUint16(34, 8, true);
+  ascii(36, 'data');
+  view.setUint32(40, samples, true);
+  for (let index = 0; index < samples; index += 1) bytes[44 + index] = 128 + Math.round(60 * Math.sin((2 * Math.PI * 440 * index) / 8000));
+  let binary = '';
+  for (const byte of bytes) binary += String.fromCharCode(byte);
+  return btoa(binary);
+}
+
+/**
+ * A code-execution turn as Gemini streams it (the shape of the recorded
+ * `stream-code-execution-thought-parts` fixture): the code, its result, then the answer.
+ */
+function codeExecutionTurn(model: string, prompt: string): GenerateContentResponse[] {
+  const code = `# ${prompt.replace(/\s+/g, ' ').slice(0, 80)}\nresult = 65465 - 6544 * 65464 - 6 + 1.02255\nprint(result)`;
+  return [
+    envelope(model, [{ text: '**Planning the computation** I will write a short Python program and run it.', thought: true }]),
+    envelope(model, [{ executableCode: { language: 'PYTHON', code } }]),
+    envelope(model, [{ codeExecutionResult: { outcome: 'OUTCOME_OK', output: '-428330955.97745\n' } }]),
+    envelope(model, [{ text: 'The result is' }]),
+    { ...envelope(model, [{ text: ' -428,330,955.97745.' }], 'STOP'), usageMetadata: usage([]) },
+  ];
+}
+
 /** Picks the next turn from the conversation so far. */
 function decide(body: GenerateContentRequest, model: string): GenerateContentResponse[] {
   const contents = body.contents ?? [];
+  if ((body.tools ?? []).some((tool) => 'codeExecution' in tool)) return codeExecutionTurn(model, textOf(contents[0]));
   const declared = new Set((body.tools ?? []).flatMap((tool) => (tool.functionDeclarations ?? []).map((declaration) => declaration.name)));
   const objective = textOf(contents[0]).match(/<objective>([\s\S]*)<\/objective>/)?.[1] ?? textOf(contents[0]);
   const turn = contents.filter((content) => content.role === 'model').length + 1;
@@ -103,6 +174,10 @@ function decide(body: GenerateContentRequest, model: string): GenerateContentRes
   const choice = answerOf('chat_present_choices');
   const wantsInput = /\b(ask|name|input|tell me|question)\b/i.test(objective);
   const wantsChoice = /\b(choose|choice|pick|option)\b/i.test(objective);
+  const wantsImage = /\b(image|picture|draw|illustration|photo)\b/i.test(objective);
+  const wantsCode = /\b(code|compute|calculate|python)\b/i.test(objective);
+  const images = answerOf('generate_images')?.images;
+  const computed = answerOf('generate_and_execute_code');
 
   if (!declared.has('system_objective_fulfilled')) {
     return textTurn(model, turn, `Here is my answer to: ${objective.trim().slice(0, 200)}`);
@@ -129,6 +204,15 @@ function decide(body: GenerateContentRequest, model: string): GenerateContentRes
         selection_mode: 'single',
       },
     });
+  } else if (wantsImage && images === undefined && declared.has('generate_images')) {
+    thought = `**Drawing** A picture will show this best.`;
+    calls.push({
+      name: 'generate_images',
+      args: { prompt: `An illustration for: ${objective.trim().slice(0, 200)}`, images: [], aspect_ratio: '16:9', file_name: 'picture' },
+    });
+  } else if (wantsCode && computed === undefined && declared.has('generate_and_execute_code')) {
+    thought = `**Computing** This needs an exact calculation, so I will run code.`;
+    calls.push({ name: 'generate_and_execute_code', args: { prompt: objective.trim().slice(0, 500) } });
   } else {
     thought = `**Wrapping up** I have what I need.`;
     const name = typeof userInput?.user_input === 'string' ? userInput.user_input : undefined;
@@ -136,6 +220,8 @@ function decide(body: GenerateContentRequest, model: string): GenerateContentRes
     const pieces = ['Done.'];
     if (name) pieces.push(`Hello, ${name}!`);
     if (picked) pieces.push(`You chose ${picked}.`);
+    if (Array.isArray(images)) pieces.push(`The picture: ${images.map((path) => `<file src="${String(path)}" />`).join(' ')}`);
+    if (typeof computed?.result === 'string') pieces.push(`The computation says: ${computed.result}`);
     if (typeof written === 'string') pieces.push(`The plan: <file src="${written}" />`);
     calls.push({ name: 'system_objective_fulfilled', args: { objective_outcome: pieces.join(' ') } });
   }

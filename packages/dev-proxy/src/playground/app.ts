@@ -185,7 +185,14 @@ async function start(objective: string): Promise<void> {
       calls.set(event.callId, entry);
     },
     functionCallUpdate: (event: AgentEventOf<'functionCallUpdate'>) => {
-      const status = callEntry(event.callId)?.querySelector('.status');
+      const entry = callEntry(event.callId);
+      if (!entry) return;
+      if (event.opts?.isThought && event.status) {
+        // Progress of the work itself (code run, sources read): kept as a log under the call.
+        entry.querySelector('.status')?.before(el('pre', { class: 'update' }, event.status));
+        return;
+      }
+      const status = entry.querySelector('.status');
       if (!status) return;
       const eta = event.opts?.expectedDurationInSec ? ` (about ${event.opts.expectedDurationInSec}s)` : '';
       status.textContent = event.status === null ? '' : `${event.status}${eta}`;
@@ -194,8 +201,12 @@ async function start(objective: string): Promise<void> {
       const response = event.content.parts[0]?.functionResponse?.response ?? {};
       const entry = callEntry(event.callId);
       const body = el('pre', { class: 'response' }, summarize(response as JsonObject));
-      if (entry) entry.append(body);
-      else addEntry('result', 'Result', body);
+      const sources = (event.metadata as { grounding?: { sources?: Array<{ uri: string; title: string }> } } | undefined)?.grounding?.sources;
+      const links = sources?.length
+        ? el('div', { class: 'sources' }, 'Sources: ', ...sources.map((source) => el('a', { href: source.uri, target: '_blank', rel: 'noreferrer' }, source.title)))
+        : undefined;
+      if (entry) entry.append(body, ...(links ? [links] : []));
+      else addEntry('result', 'Result', body, links);
     },
     usageMetadata: (event: AgentEventOf<'usageMetadata'>) => {
       const { promptTokenCount = 0, candidatesTokenCount = 0, thoughtsTokenCount = 0 } = event.metadata;

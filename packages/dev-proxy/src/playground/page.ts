@@ -28,6 +28,8 @@ export const PLAYGROUND_HTML = `<!doctype html>
   .entry.complete { border-color: #188038; }
   .entry.usage, .entry.request, .entry.finish { font-size: 12px; color: #5f6368; }
   .status { color: #5f6368; font-size: 12px; }
+  .update { color: #7a3fb0; background: #f7f2fc; padding: 4px 6px; border-radius: 4px; margin: 4px 0; }
+  .sources a { margin-right: 8px; font-size: 12px; }
   code, pre { font-family: ui-monospace, monospace; font-size: 12px; white-space: pre-wrap; word-break: break-word; }
   .choice { display: flex; gap: 8px; align-items: center; margin: 6px 0; }
   .content .text { white-space: pre-wrap; }
