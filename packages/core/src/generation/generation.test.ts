@@ -243,3 +243,16 @@ describe('generation failures', () => {
     expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
   });
 });
+
+describe('media the model itself returns', () => {
+  it('keeps a recorded inline image as a file of the run and part of the answer', async () => {
+    const recorded = await recordedStream('stream-image-output-inline-data-gemini-2.0-flash-image-TRUNCATED.sse');
+    const backend = createScriptedBackendClient([recorded]);
+    const events = await collect(run(start('Draw the Eiffel Tower'), { backend, store: createMemoryInteractionStore() }, { mode: 'chat' }));
+    const complete = ofType(events, 'complete')[0];
+    const image = { inlineData: { mimeType: 'image/png', data: 'iVBORw0KGgoAAAANSUhEUgAAAf4AAAQACAIAAACPray8AAAAiXpUWHRSYXcgcHJv' } };
+    expect(complete?.result.intermediate).toEqual([{ path: expect.stringMatching(/^\/mnt\/.+\.png$/), content: image }]);
+    expect(complete?.result.outcomes?.parts.at(-1)).toEqual(image);
+    expect(complete?.result.outcomes?.parts[0]?.text).toMatch(/^I will generate an image of the Eiffel Tower/);
+  });
+});

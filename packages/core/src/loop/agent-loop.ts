@@ -134,6 +134,7 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
       const turn = accumulator.finish();
       if (turn.usageMetadata) emit({ type: 'usageMetadata', metadata: turn.usageMetadata });
       if (turn.content.parts.length > 0) session.contents.push(turn.content);
+      saveDeliverables(session, turn.content);
 
       if (capped) {
         return { kind: 'done', result: { success: false, outcomes: answerOf(turn.content) } };
@@ -276,10 +277,27 @@ function addUserText(session: LoopSession, text: string): void {
   else session.contents.push({ role: 'user', parts: [{ text }] });
 }
 
-/** The model's visible answer of a turn: its non-thought text parts. */
+/** Files the model produced itself (an image model's pictures) become files of the run. */
+function saveDeliverables(session: LoopSession, content: LLMContent): void {
+  for (const part of content.parts) {
+    if (!part.inlineData || part.thought === true) continue;
+    try {
+      session.fs.addPart({ inlineData: part.inlineData });
+    } catch {
+      // A part the file system cannot name stays in the history only.
+    }
+  }
+}
+
+/** The model's visible answer of a turn: its non-thought text and inline media. */
 function answerOf(content: LLMContent): LLMContent {
-  const parts = content.parts.filter((part) => part.thought !== true && typeof part.text === 'string' && part.text.length > 0);
-  return { role: 'model', parts: parts.map((part) => ({ text: part.text as string })) };
+  const parts: Part[] = [];
+  for (const part of content.parts) {
+    if (part.thought === true) continue;
+    if (typeof part.text === 'string' && part.text.length > 0) parts.push({ text: part.text });
+    else if (part.inlineData) parts.push({ inlineData: part.inlineData });
+  }
+  return { role: 'model', parts };
 }
 
 function fatalMessage(error: JsonObject): string {
