@@ -77,7 +77,7 @@ describe('the playground at / of a real dev server (simulated model)', () => {
     await page.click('#run');
     const result = page.locator('#result[data-status=success]');
     await result.waitFor({ timeout: 30_000 });
-    expect(await result.textContent()).toContain('The computation says: The result is -428,330,955.97745.');
+    expect(await result.textContent()).toContain('The computation says: The result is -428330955.97745.');
     // The picture is rendered from the file the image step produced.
     const image = result.locator('img').first();
     expect(await image.getAttribute('src')).toMatch(/^data:image\/png;base64,iVBORw0KGgo/);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createGeminiBackendClient } from '../http/gemini-backend-client.js';
+import { createUpstreamBackendClient } from '../http/upstream-backend-client.js';
 import type { AgentEvent } from '../protocol/events.js';
 import { resume, run } from '../run.js';
 import { createMemoryInteractionStore } from './memory-interaction-store.js';
@@ -68,5 +69,32 @@ describe('simulated Gemini', () => {
     expect(((await response.json()) as { error: { message: string } }).error.message).toMatch(
       /^Function call is missing a thought_signature in functionCall parts\./,
     );
+  });
+
+  it('draws a picture through executeStep and computes the objective\'s arithmetic with a code-execution turn', async () => {
+    const gemini = createSimulatedGemini();
+    const fetchSimulated = (input: RequestInfo | URL, init?: RequestInit) => gemini.fetch(new Request(input, init));
+    const backend = createGeminiBackendClient({
+      apiKey: 'simulated',
+      baseUrl: 'http://simulated.test/v1beta',
+      fetch: fetchSimulated,
+      upstream: createUpstreamBackendClient({ baseUrl: 'http://simulated.test', fetch: fetchSimulated, accessToken: 'token' }),
+    });
+    const events = await collect(
+      run({ segments: [{ type: 'text', text: 'Draw a picture of a harbour and compute (12 + 30) * 2 ** 3 with code.' }] }, {
+        backend,
+        store: createMemoryInteractionStore(),
+      }),
+    );
+    const calls = events.filter((event) => event.type === 'functionCall').map((event) => (event as { name: string }).name);
+    expect(calls).toEqual(['system_write_file', 'generate_images', 'generate_and_execute_code', 'system_objective_fulfilled']);
+    const updates = events.flatMap((event) => (event.type === 'functionCallUpdate' && event.status ? [event.status] : []));
+    expect(updates).toContain('Running code:\n# Draw a picture of a harbour and compute (12 + 30) * 2 ** 3 with code.\nresult = (12 + 30) * 2 ** 3\nprint(result)');
+    expect(updates).toContain('Code output:\n336\n');
+    const complete = events.at(-1);
+    expect(complete?.type).toBe('complete');
+    const result = (complete as { result: { outcomes: { parts: Array<{ text?: string; inlineData?: { mimeType: string } }> }; intermediate: Array<{ path: string }> } }).result;
+    expect(result.outcomes.parts.map((part) => part.text ?? part.inlineData?.mimeType).join('')).toContain('The computation says: The result is 336.');
+    expect(result.intermediate.map((file) => file.path)).toEqual(['/mnt/plan.md', '/mnt/picture.png']);
   });
 });

@@ -148,14 +148,69 @@ function toneWav(): string {
  * `stream-code-execution-thought-parts` fixture): the code, its result, then the answer.
  */
 function codeExecutionTurn(model: string, prompt: string): GenerateContentResponse[] {
-  const code = `# ${prompt.replace(/\s+/g, ' ').slice(0, 80)}\nresult = 65465 - 6544 * 65464 - 6 + 1.02255\nprint(result)`;
+  const expression = arithmeticIn(prompt) ?? '65465 - 6544 * 65464 - 6 + 1.02255';
+  const value = evaluate(expression);
+  const output = value === undefined ? 'nan' : String(value);
+  const code = `# ${prompt.replace(/\s+/g, ' ').slice(0, 80)}\nresult = ${expression}\nprint(result)`;
   return [
     envelope(model, [{ text: '**Planning the computation** I will write a short Python program and run it.', thought: true }]),
     envelope(model, [{ executableCode: { language: 'PYTHON', code } }]),
-    envelope(model, [{ codeExecutionResult: { outcome: 'OUTCOME_OK', output: '-428330955.97745\n' } }]),
+    envelope(model, [{ codeExecutionResult: { outcome: 'OUTCOME_OK', output: `${output}\n` } }]),
     envelope(model, [{ text: 'The result is' }]),
-    { ...envelope(model, [{ text: ' -428,330,955.97745.' }], 'STOP'), usageMetadata: usage([]) },
+    { ...envelope(model, [{ text: ` ${output}.` }], 'STOP'), usageMetadata: usage([]) },
   ];
+}
+
+/** The longest arithmetic expression in `text` (numbers, + - * / ** and parentheses), if any. */
+function arithmeticIn(text: string): string | undefined {
+  const candidates = text.match(/[\d.()][\d.\s()+\-*/]*[\d.)]/g) ?? [];
+  const expressions = candidates.filter((candidate) => /\d\s*(\*\*|[+\-*/])\s*[\d(]/.test(candidate));
+  return expressions.sort((a, b) => b.length - a.length)[0]?.trim();
+}
+
+/** Evaluates + - * / ** and parentheses with the usual precedence; `undefined` when malformed. */
+function evaluate(expression: string): number | undefined {
+  const tokens = expression.match(/\*\*|\d+(?:\.\d+)?|\.\d+|[-+*/()]/g) ?? [];
+  let index = 0;
+  const peek = () => tokens[index];
+  const sum = (): number => {
+    let value = product();
+    while (peek() === '+' || peek() === '-') value = tokens[index++] === '+' ? value + product() : value - product();
+    return value;
+  };
+  const product = (): number => {
+    let value = power();
+    while (peek() === '*' || peek() === '/') value = tokens[index++] === '*' ? value * power() : value / power();
+    return value;
+  };
+  const power = (): number => {
+    const base = unary();
+    if (peek() !== '**') return base;
+    index += 1;
+    return base ** power();
+  };
+  const unary = (): number => {
+    if (peek() === '-') {
+      index += 1;
+      return -unary();
+    }
+    if (peek() === '(') {
+      index += 1;
+      const value = sum();
+      if (tokens[index++] !== ')') throw new Error('unbalanced');
+      return value;
+    }
+    const token = tokens[index++];
+    const value = Number(token);
+    if (token === undefined || Number.isNaN(value)) throw new Error('not a number');
+    return value;
+  };
+  try {
+    const value = sum();
+    return index === tokens.length && Number.isFinite(value) ? value : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Picks the next turn from the conversation so far. */
