@@ -2,7 +2,13 @@ export {
   createIndexedDbInteractionStore,
   type IndexedDbInteractionStoreOptions,
 } from './indexed-db-interaction-store.js';
-export { createLocalAgentClient, createLocalAgentRun, type LocalAgentOptions } from './local-agent.js';
+export {
+  createBrowserAgentClient,
+  createLocalAgentClient,
+  createLocalAgentRun,
+  type BrowserAgentClientOptions,
+  type LocalAgentOptions,
+} from './local-agent.js';
 export {
   AgentClientError,
   createAgentClient,

@@ -1,6 +1,8 @@
 import { resume, run, type AgentPorts, type BackendClient, type DriveOperationsClient, type InteractionStore, type RunOptions } from '@org/core';
 import {
+  createAgentClient,
   createAgentRun,
+  type AgentClientOptions,
   toStartRequest,
   type AgentClient,
   type AgentRun,
@@ -86,4 +88,31 @@ function defaultBackend(apiKey: string | undefined, baseUrl: string | undefined,
   };
   if (baseUrl) options.baseUrl = baseUrl;
   return createGeminiBackendClient(options);
+}
+
+/** Options of {@link createBrowserAgentClient}: where the loop runs is one field. */
+export type BrowserAgentClientOptions =
+  | ({ runIn: 'server' } & AgentClientOptions)
+  | ({ runIn: 'page' } & LocalAgentOptions);
+
+/**
+ * One client, remote or in-page by `runIn`; the rest of the app does not change.
+ *
+ * @example
+ * ```ts
+ * const client = createBrowserAgentClient(
+ *   offline ? { runIn: 'page', geminiApiKey } : { runIn: 'server', baseUrl: location.origin },
+ * );
+ * ```
+ */
+export function createBrowserAgentClient(options: BrowserAgentClientOptions): AgentClient {
+  if (options.runIn === 'page') {
+    const { runIn: _runIn, ...local } = options;
+    return createLocalAgentClient(local);
+  }
+  if (options.runIn === 'server') {
+    const { runIn: _runIn, ...remote } = options;
+    return createAgentClient(remote);
+  }
+  throw new TypeError(`createBrowserAgentClient: runIn must be "server" or "page", got ${JSON.stringify((options as { runIn?: unknown }).runIn)}`);
 }

@@ -2,7 +2,7 @@
 import type { AgentEvent, JsonObject } from '@org/core';
 import { createGeminiBackendClient } from '@org/core/http';
 import { createSimulatedGemini, runInteractionStoreConformance } from '@org/core/testing';
-import { createAgentClient, createIndexedDbInteractionStore, createLocalAgentClient, type AgentClient } from '../../src/index.js';
+import { createBrowserAgentClient, createIndexedDbInteractionStore, type AgentClient } from '../../src/index.js';
 
 /** How the scripted user answers: a name, then the second choice. */
 const answers = (event: AgentEvent): JsonObject => {
@@ -22,7 +22,7 @@ function localClient(databaseName: string): AgentClient {
     apiKey: 'simulated',
     fetch: (input, init) => gemini.fetch(new Request(input, init)),
   });
-  return createLocalAgentClient({ backend, store: createIndexedDbInteractionStore({ databaseName }) });
+  return createBrowserAgentClient({ runIn: 'page', backend, store: createIndexedDbInteractionStore({ databaseName }) });
 }
 
 async function play(client: AgentClient, objective: string) {
@@ -42,7 +42,7 @@ const checks = {
     return play(localClient('local-run'), objective);
   },
   async remote(objective: string) {
-    return play(createAgentClient({ baseUrl: location.origin }), objective);
+    return play(createBrowserAgentClient({ runIn: 'server', baseUrl: location.origin }), objective);
   },
   /** Starts a local run and leaves it suspended at its first question; returns the interaction id. */
   async suspendLocally(objective: string) {
