@@ -92,6 +92,31 @@ describe('the playground at / of a real dev server (simulated model)', () => {
     await page.close();
   });
 
+  it('runs the same scenario inside the page, without calling the server\'s agent endpoint', async () => {
+    const page = await browser.newPage();
+    const agentCalls: string[] = [];
+    page.on('request', (request) => {
+      if (request.url().includes('/v1beta1/')) agentCalls.push(request.url());
+    });
+    await page.goto(`${url}/`);
+    await page.waitForSelector('body[data-ready=true]');
+    await page.selectOption('#run-in', 'page');
+    await page.click('#run');
+    const inputForm = page.locator('[data-testid=input-form]');
+    await inputForm.waitFor();
+    await page.fill('#input-text', 'Grace');
+    await inputForm.locator('button[type=submit]').click();
+    const choiceForm = page.locator('[data-testid=choice-form]');
+    await choiceForm.waitFor();
+    await choiceForm.locator('input[value=sunset]').check();
+    await choiceForm.locator('button[type=submit]').click();
+    const result = page.locator('#result[data-status=success]');
+    await result.waitFor({ timeout: 30_000 });
+    expect(await result.textContent()).toContain('Hello, Grace! You chose sunset.');
+    expect(agentCalls).toEqual([]);
+    await page.close();
+  });
+
   it('stops a run from the Stop button while it waits for input', async () => {
     const page = await browser.newPage();
     await page.goto(`${url}/`);

@@ -1,18 +1,27 @@
 // The playground: a page that drives runs through the client SDK and shows every event.
-import {
-  AgentClientError,
-  createAgentClient,
-  dispatchAgentEvents,
-  type AgentEvent,
-  type AgentEventOf,
-  type AgentResult,
-  type AgentRun,
-  type JsonObject,
-  type LLMContent,
-  type Part,
-} from '@org/core/client';
+import { AgentClientError, createBrowserAgentClient, createIndexedDbInteractionStore, dispatchAgentEvents, type AgentClient } from '@org/adapter-browser';
+import type { AgentEvent, AgentEventOf, AgentResult, AgentRun, JsonObject, LLMContent, Part } from '@org/core/client';
+import { createGeminiBackendClient, createUpstreamBackendClient } from '@org/core/http';
+import { createSimulatedGemini } from '@org/core/testing';
 
-const client = createAgentClient({ baseUrl: location.origin });
+/** Runs on this dev server, through its agent endpoint. */
+const serverClient = createBrowserAgentClient({ runIn: 'server', baseUrl: location.origin });
+let pageClient: AgentClient | undefined;
+
+/** Runs the loop in this page against a simulated model, keeping suspended runs in IndexedDB. */
+function inPageClient(): AgentClient {
+  if (pageClient) return pageClient;
+  const gemini = createSimulatedGemini({ chunkDelayMs: 40 });
+  const fetchSimulated = (input: RequestInfo | URL, init?: RequestInit) => gemini.fetch(new Request(input, init));
+  const backend = createGeminiBackendClient({
+    apiKey: 'simulated',
+    baseUrl: 'https://simulated.invalid/v1beta',
+    fetch: fetchSimulated,
+    upstream: createUpstreamBackendClient({ baseUrl: 'https://simulated.invalid', fetch: fetchSimulated, accessToken: 'simulated' }),
+  });
+  pageClient = createBrowserAgentClient({ runIn: 'page', backend, store: createIndexedDbInteractionStore({ databaseName: 'agent-playground' }) });
+  return pageClient;
+}
 
 const $ = <T extends HTMLElement>(selector: string): T => {
   const element = document.querySelector<T>(selector);
@@ -171,7 +180,8 @@ async function start(objective: string): Promise<void> {
   const stopButton = $<HTMLButtonElement>('#stop');
   runButton.disabled = true;
   stopButton.disabled = false;
-  const run = client.startRun(objective);
+  const runIn = $<HTMLSelectElement>('#run-in').value;
+  const run = (runIn === 'page' ? inPageClient() : serverClient).startRun(objective);
   stopButton.onclick = () => run.abort();
   let turn = 0;
   const handlers = {

@@ -31,6 +31,8 @@ export const PLAYGROUND_HTML = `<!doctype html>
   .update { color: #7a3fb0; background: #f7f2fc; padding: 4px 6px; border-radius: 4px; margin: 4px 0; }
   .sources a { margin-right: 8px; font-size: 12px; }
   code, pre { font-family: ui-monospace, monospace; font-size: 12px; white-space: pre-wrap; word-break: break-word; }
+  .run-in { display: block; margin-top: 8px; font-size: 13px; color: #5f6368; }
+  select { font: inherit; margin-left: 6px; }
   .choice { display: flex; gap: 8px; align-items: center; margin: 6px 0; }
   .content .text { white-space: pre-wrap; }
   img { max-width: 100%; border-radius: 6px; }
@@ -43,7 +45,7 @@ export const PLAYGROUND_HTML = `<!doctype html>
 <body>
 <header>
   <h1>Agent playground</h1>
-  <p>Runs go to this dev server's <code>POST /v1beta1/streamRunAgent</code> through the client SDK.</p>
+  <p>Runs go to this dev server's <code>POST /v1beta1/streamRunAgent</code> through the client SDK, or run inside this page.</p>
 </header>
 <main>
   <div>
@@ -51,6 +53,12 @@ export const PLAYGROUND_HTML = `<!doctype html>
       <form id="objective-form">
         <label for="objective"><strong>Objective</strong></label>
         <textarea id="objective" rows="4">Ask for my name, then let me pick a time of day, and greet me.</textarea>
+        <label class="run-in">Run the loop
+          <select id="run-in">
+            <option value="server">on this server</option>
+            <option value="page">in this page (simulated model)</option>
+          </select>
+        </label>
         <button id="run" type="submit">Run</button>
         <button id="stop" type="button" disabled>Stop</button>
       </form>
