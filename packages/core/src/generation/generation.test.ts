@@ -6,8 +6,10 @@ import type { AgentEvent, AgentEventOf } from '../protocol/events.js';
 import type { GenerateContentResponse } from '../protocol/gemini.js';
 import { resume, run } from '../run.js';
 import {
+  codeExecutionTurn,
   createMemoryInteractionStore,
   createScriptedBackendClient,
+  SIMULATED_IMAGE_PNG,
   functionCallChunk,
   type ScriptedBackendOptions,
   type ScriptedRequest,
@@ -254,5 +256,33 @@ describe('media the model itself returns', () => {
     expect(complete?.result.intermediate).toEqual([{ path: expect.stringMatching(/^\/mnt\/.+\.png$/), content: image }]);
     expect(complete?.result.outcomes?.parts.at(-1)).toEqual(image);
     expect(complete?.result.outcomes?.parts[0]?.text).toMatch(/^I will generate an image of the Eiffel Tower/);
+  });
+});
+
+describe('the scripted backend answers media and code out of the box', () => {
+  it('gives generate_images and generate_speech_from_text canned media, recorded as steps', async () => {
+    let turn = 0;
+    const backend = createScriptedBackendClient(() => {
+      turn += 1;
+      if (turn === 1) {
+        return [
+          functionCallChunk('generate_images', { prompt: 'A lighthouse', images: [], file_name: 'lighthouse' }, { thoughtSignature: 's1' }),
+          functionCallChunk('generate_speech_from_text', { text: 'Hello', file_name: 'hello' }),
+        ];
+      }
+      return [functionCallChunk('system_objective_fulfilled', { objective_outcome: 'Done' }, { thoughtSignature: 's2' })];
+    });
+    const events = await collect(run(start('Make media'), { backend, store: createMemoryInteractionStore() }));
+    expect(backend.steps.map((step) => step.planStep.modelApi)).toEqual(['ai_image_tool', 'tts']);
+    const files = ofType(events, 'complete')[0]?.result.intermediate ?? [];
+    expect(files.map((file) => file.path)).toEqual(['/mnt/lighthouse.png', '/mnt/hello.wav']);
+    expect(files[0]?.content).toEqual({ inlineData: { mimeType: 'image/png', data: SIMULATED_IMAGE_PNG } });
+    expect(responseSeen(backend.requests, 'generate_speech_from_text')).toEqual({ speech: '/mnt/hello.wav' });
+  });
+
+  it('plays a scripted code-execution turn through generate_and_execute_code', async () => {
+    const backend = agentCalling('generate_and_execute_code', { prompt: 'Add' }, () => codeExecutionTurn('print(2 + 2)', '4\n', 'The sum is 4.'));
+    await collect(run(start('Add'), { backend, store: createMemoryInteractionStore() }));
+    expect(responseSeen(backend.requests, 'generate_and_execute_code')).toEqual({ result: 'The sum is 4.' });
   });
 });

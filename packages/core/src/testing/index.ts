@@ -9,7 +9,10 @@ export {
   type ConformanceTestApi,
 } from './interaction-store-conformance.js';
 export {
+  codeExecutionResultChunk,
+  codeExecutionTurn,
   createScriptedBackendClient,
+  executableCodeChunk,
   functionCallChunk,
   textChunk,
   thoughtChunk,
@@ -20,3 +23,4 @@ export {
   type ScriptedTurn,
 } from './scripted-backend-client.js';
 export { createSimulatedGemini, type SimulatedGemini, type SimulatedGeminiOptions } from './simulated-gemini.js';
+export { SIMULATED_IMAGE_PNG, simulatedExecuteStep, toneWav } from './simulated-media.js';

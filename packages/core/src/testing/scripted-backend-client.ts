@@ -1,5 +1,6 @@
 import { AgentError } from '../errors/index.js';
-import type { BackendClient } from '../ports/index.js';
+import type { BackendClient, ExecuteStepRequest } from '../ports/index.js';
+import { simulatedExecuteStep } from './simulated-media.js';
 import type { JsonObject, Part } from '../protocol/content.js';
 import type { GenerateContentRequest, GenerateContentResponse, UsageMetadata } from '../protocol/gemini.js';
 
@@ -19,6 +20,7 @@ export type ScriptedTurn =
 export interface ScriptedBackendOptions {
   /** Wait this long before each chunk (lets tests cancel mid-stream). */
   chunkDelayMs?: number;
+  /** Media steps. Default: canned media (a PNG picture, a WAV tone) from `simulatedExecuteStep`. */
   executeStep?: BackendClient['executeStep'];
   uploadGeminiFile?: BackendClient['uploadGeminiFile'];
   uploadBlobFile?: BackendClient['uploadBlobFile'];
@@ -30,6 +32,8 @@ export interface ScriptedBackendClient extends BackendClient {
   readonly requests: ScriptedRequest[];
   /** How many model requests were cancelled through their signal. */
   readonly abortedCount: number;
+  /** Every `executeStep` request, as sent. */
+  readonly steps: ExecuteStepRequest[];
 }
 
 /**
@@ -49,11 +53,13 @@ export function createScriptedBackendClient(
   options: ScriptedBackendOptions = {},
 ): ScriptedBackendClient {
   const requests: ScriptedRequest[] = [];
+  const steps: ExecuteStepRequest[] = [];
   let abortedCount = 0;
   const unsupported = (name: string) => () =>
     Promise.reject(new AgentError('NOT_IMPLEMENTED', `The scripted backend was given no ${name}; pass options.${name}`));
   return {
     requests,
+    steps,
     get abortedCount() {
       return abortedCount;
     },
@@ -74,7 +80,10 @@ export function createScriptedBackendClient(
         yield structuredClone(chunk);
       }
     },
-    executeStep: options.executeStep ?? unsupported('executeStep'),
+    async executeStep(body, signal) {
+      steps.push(structuredClone(body));
+      return options.executeStep ? options.executeStep(body, signal) : simulatedExecuteStep(body);
+    },
     uploadGeminiFile: options.uploadGeminiFile ?? unsupported('uploadGeminiFile'),
     uploadBlobFile: options.uploadBlobFile ?? unsupported('uploadBlobFile'),
   };
@@ -120,4 +129,26 @@ export function functionCallChunk(
 /** A closing chunk: finish reason `STOP` and usage. */
 export function usageChunk(usageMetadata: UsageMetadata = { promptTokenCount: 10, candidatesTokenCount: 5, totalTokenCount: 15 }): GenerateContentResponse {
   return { candidates: [{ content: { role: 'model', parts: [] }, finishReason: 'STOP', index: 0 }], usageMetadata } as GenerateContentResponse;
+}
+
+/** A chunk with code the provider is about to run (Gemini code execution). */
+export function executableCodeChunk(code: string, language = 'PYTHON'): GenerateContentResponse {
+  return chunkOf([{ executableCode: { language, code } }]);
+}
+
+/** A chunk with the result of the provider's code run. */
+export function codeExecutionResultChunk(output: string, outcome = 'OUTCOME_OK'): GenerateContentResponse {
+  return chunkOf([{ codeExecutionResult: { outcome, output } }]);
+}
+
+/**
+ * A whole code-execution turn as Gemini streams it (the shape of the recorded fixtures): the code,
+ * its result, then the answer text with `STOP`.
+ */
+export function codeExecutionTurn(code: string, output: string, answer: string): GenerateContentResponse[] {
+  return [
+    executableCodeChunk(code),
+    codeExecutionResultChunk(output),
+    { candidates: [{ content: { role: 'model', parts: [{ text: answer }] }, finishReason: 'STOP', index: 0 }] } as GenerateContentResponse,
+  ];
 }
