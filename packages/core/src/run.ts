@@ -299,11 +299,19 @@ function envelope(state: InteractionState, options: RunOptions): InteractionEnve
 }
 
 /** The default groups (system, chat) with the caller's groups added or replacing same-named ones. */
+let cachedDefaultGroups: readonly FunctionGroup[] | undefined;
+
+/**
+ * The default groups, built once per process: their definitions are stateless, and reusing them
+ * keeps each function's JSON Schema declaration cached across runs.
+ */
+function defaultGroups(): readonly FunctionGroup[] {
+  cachedDefaultGroups ??= [createSystemGroup(), createGenerateGroup(), createImageGroup(), createVideoGroup(), createAudioGroup(), createChatGroup()];
+  return cachedDefaultGroups;
+}
+
 function buildFunctionGroups(options: RunOptions): FunctionGroup[] {
-  const groups: FunctionGroup[] =
-    options.defaultFunctionGroups === false
-      ? []
-      : [createSystemGroup(), createGenerateGroup(), createImageGroup(), createVideoGroup(), createAudioGroup(), createChatGroup()];
+  const groups: FunctionGroup[] = options.defaultFunctionGroups === false ? [] : [...defaultGroups()];
   for (const extra of options.functionGroups ?? []) {
     const index = groups.findIndex((group) => group.name === extra.name);
     if (index >= 0) groups[index] = extra;
