@@ -72,7 +72,7 @@ describe('createHandler', () => {
       expect(await createStore(env).has(interactionId)).toBe(false);
 
       const again = await wireEvents(await send(greeterWorker(createStore), agentRequest(resumeBody(interactionId, 'Eve'))));
-      expect(again).toEqual([{ error: { message: `Unknown interaction ID: ${interactionId}` } }]);
+      expect(again).toEqual([{ error: { message: `Unknown interaction ID: ${interactionId}`, code: 'INTERACTION_NOT_FOUND' } }]);
     });
   }
 
@@ -84,7 +84,7 @@ describe('createHandler', () => {
       ['Ada', 'Eve'].map(async (name) => wireEvents(await send(greeterWorker(createStore), agentRequest(resumeBody(interactionId, name))))),
     );
     const completed = outcomes.filter((events) => typesOf(events).includes('complete'));
-    const refused = outcomes.filter((events) => JSON.stringify(events) === JSON.stringify([{ error: { message: `Unknown interaction ID: ${interactionId}` } }]));
+    const refused = outcomes.filter((events) => JSON.stringify(events) === JSON.stringify([{ error: { message: `Unknown interaction ID: ${interactionId}`, code: 'INTERACTION_NOT_FOUND' } }]));
     expect([completed.length, refused.length]).toEqual([1, 1]);
   });
 
@@ -95,7 +95,7 @@ describe('createHandler', () => {
     const stolen = await wireEvents(
       await send(greeterWorker(createStore), agentRequest({ ...resumeBody(interactionId, 'Mallory'), accessToken: 'other-token' })),
     );
-    expect(stolen).toEqual([{ error: { message: `Interaction ${interactionId} belongs to another user` } }]);
+    expect(stolen).toEqual([{ error: { message: `Interaction ${interactionId} belongs to another user`, code: 'FORBIDDEN' } }]);
     const owner = await wireEvents(await send(greeterWorker(createStore), agentRequest(resumeBody(interactionId, 'Ada'))));
     expect(owner.at(-1)).toMatchObject({ complete: { result: { success: true } } });
   });

@@ -1,12 +1,114 @@
-export * from './errors/index.js';
-export type * from './ports/index.js';
-export * from './protocol/index.js';
-export * from './sse/index.js';
-export * from './agent-fs/index.js';
-export * from './model/index.js';
-export * from './functions/index.js';
-export * from './generation/index.js';
-export { run, resume, DEFAULT_MAX_TURNS, DEFAULT_MODEL, formatObjectiveDate, type RunOptions } from './run.js';
+/**
+ * `@org/core`: the runtime-agnostic agent loop. Everything a user writes code against is listed
+ * here by name; `docs/api.md` describes each export, and a test keeps the two in step.
+ */
+
+// Runs
+export {
+  DEFAULT_MAX_TURNS,
+  DEFAULT_MODEL,
+  resume,
+  run,
+  type RunErrorEvent,
+  type RunEvent,
+  type RunOptions,
+  type RunSuspendEvent,
+} from './run/index.js';
 export type { LoopMode } from './loop/agent-loop.js';
-export type { InteractionEnvelope, InteractionState } from './loop/interaction-state.js';
-export { z } from 'zod';
+
+// Functions
+export {
+  createAudioGroup,
+  createChatGroup,
+  createGenerateGroup,
+  createImageGroup,
+  createSystemGroup,
+  createVideoGroup,
+  defineFunction,
+  isSuspend,
+  Suspend,
+  toFunctionDeclaration,
+  type FunctionContext,
+  type FunctionDefinition,
+  type FunctionGroup,
+  type SuspendEventInput,
+} from './functions/index.js';
+export type { AgentFileSystem, FileDescriptor, TaskNode, TaskTreeManager } from './agent-fs/index.js';
+
+// Ports
+export type {
+  AgentPorts,
+  BackendClient,
+  DriveFile,
+  DriveOperationsClient,
+  ExecuteStepRequest,
+  ExecuteStepResponse,
+  InteractionStore,
+  SheetValues,
+  UploadGeminiFileRequest,
+  UploadGeminiFileResponse,
+} from './ports/index.js';
+
+// Protocol
+export {
+  AGENT_EVENT_TYPES,
+  AgentResultSchema,
+  FileDataSchema,
+  fromWireEvent,
+  isSuspendEvent,
+  LLMContentSchema,
+  parseAgentRequestBody,
+  parseAgentRequestText,
+  PartSchema,
+  SUSPEND_EVENT_TYPES,
+  toWireEvent,
+  type AgentEvent,
+  type AgentEventOf,
+  type AgentEventType,
+  type AgentRequestBody,
+  type AgentResult,
+  type FileData,
+  type JsonObject,
+  type LLMContent,
+  type Part,
+  type ResumeRequest,
+  type ResumeResponse,
+  type ResumeResponseOf,
+  type ResumeResponses,
+  type Segment,
+  type StartRequest,
+  type SuspendEvent,
+  type SuspendEventType,
+  type WireEvent,
+} from './protocol/index.js';
+export type {
+  Candidate,
+  FunctionDeclaration,
+  GenerateContentRequest,
+  GenerateContentResponse,
+  Tool,
+  UsageMetadata,
+} from './protocol/gemini.js';
+
+// Server-sent events
+export {
+  createSseParser,
+  encodeSseComment,
+  encodeSseEvent,
+  parseSseStream,
+  type SseEvent,
+  type SseEventOptions,
+  type SseParser,
+} from './sse/index.js';
+
+// Errors
+export {
+  AgentError,
+  ERROR_CODES,
+  HTTP_STATUS_BY_CODE,
+  isAgentError,
+  toAgentError,
+  type AgentErrorOptions,
+  type ErrorBody,
+  type ErrorCode,
+} from './errors/index.js';

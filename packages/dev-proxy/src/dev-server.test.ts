@@ -46,10 +46,10 @@ describe('dev server process', () => {
     expect(JSON.stringify(resumed.at(-1))).toContain('Hello, Ada!');
 
     const reused = await events(await post(first.url, { resume: { interactionId: suspend?.interactionId, response: {} } }));
-    expect(reused).toEqual([{ error: { message: `Unknown interaction ID: ${suspend?.interactionId}` } }]);
+    expect(reused).toEqual([{ error: { message: `Unknown interaction ID: ${suspend?.interactionId}`, code: 'INTERACTION_NOT_FOUND' } }]);
 
     const unknown = await events(await post(first.url, { resume: { interactionId: 'no-such-run', response: {} } }));
-    expect(unknown).toEqual([{ error: { message: 'Unknown interaction ID: no-such-run' } }]);
+    expect(unknown).toEqual([{ error: { message: 'Unknown interaction ID: no-such-run', code: 'INTERACTION_NOT_FOUND' } }]);
 
     const oversized = await fetch(`${first.url}/v1beta1/streamRunAgent`, {
       method: 'POST',

@@ -1,11 +1,11 @@
 // Bundled into the test page: exposes the browser-side checks to the Node test through `window`.
-import type { AgentEvent, JsonObject } from '@org/core';
+import type { AgentEvent, ResumeResponse } from '@org/core';
 import { createGeminiBackendClient } from '@org/core/http';
 import { createSimulatedGemini, runInteractionStoreConformance } from '@org/core/testing';
 import { createBrowserAgentClient, createIndexedDbInteractionStore, type AgentClient } from '../../src/index.js';
 
 /** How the scripted user answers: a name, then the second choice. */
-const answers = (event: AgentEvent): JsonObject => {
+const answers = (event: AgentEvent): ResumeResponse => {
   if (event.type === 'waitForInput') return { input: { role: 'user', parts: [{ text: 'Ada' }] } };
   if (event.type === 'waitForChoice') return { selected: { ids: [event.choices[1]?.id ?? ''] } };
   return {};

@@ -264,6 +264,6 @@ describe('AgentFileSystem snapshots', () => {
 
   it('refuses a snapshot that is not one, naming the field', () => {
     const broken = { files: [{ path: '/mnt/a', data: 1 }], routes: {}, fileCount: 0 } as unknown as FileSystemSnapshot;
-    expect(() => AgentFileSystem.fromSnapshot(broken)).toThrow(/^Invalid file system snapshot: files\.0\.data: /);
+    expect(() => AgentFileSystem.fromSnapshot(broken)).toThrow(/^Invalid file system snapshot: files\[0\]\.data: /);
   });
 });

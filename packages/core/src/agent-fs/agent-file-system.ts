@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { AgentError } from '../errors/index.js';
+import { AgentError, formatFirstIssue, messageOf } from '../errors/index.js';
+import { textToBase64 } from '../protocol/base64.js';
 import type { Part } from '../protocol/content.js';
 import {
   DEFAULT_MIME_TYPE,
@@ -85,7 +86,7 @@ export class AgentFileSystem {
     const path = namedPath(name, 'txt');
     const mimeType = mimeTypeFromFileName(path);
     if (mimeType === 'text/html') {
-      this.#files.set(path, { data: encodeBase64(data), mimeType, type: 'inlineData' });
+      this.#files.set(path, { data: textToBase64(data), mimeType, type: 'inlineData' });
     } else {
       this.#files.set(path, { data, mimeType, type: 'text' });
     }
@@ -271,9 +272,7 @@ export class AgentFileSystem {
   static fromSnapshot(snapshot: FileSystemSnapshot): AgentFileSystem {
     const parsed = FileSystemSnapshotSchema.safeParse(snapshot);
     if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      const where = issue && issue.path.length > 0 ? issue.path.map(String).join('.') : '(root)';
-      throw new AgentError('STORE_ERROR', `Invalid file system snapshot: ${where}: ${issue?.message ?? 'invalid'}`);
+      throw new AgentError('STORE_ERROR', `Invalid file system snapshot: ${formatFirstIssue('', parsed.error.issues).text}`);
     }
     const fileSystem = new AgentFileSystem();
     for (const { path, ...descriptor } of parsed.data.files) fileSystem.#files.set(path, descriptor);
@@ -333,22 +332,8 @@ function toPart(descriptor: FileDescriptor): Part {
   }
 }
 
-/** Base64 of the UTF-8 bytes of `text`, with Web-standard APIs only. */
-function encodeBase64(text: string): string {
-  const bytes = new TextEncoder().encode(text);
-  const chunkSize = 0x8000;
-  let binary = '';
-  for (let offset = 0; offset < bytes.length; offset += chunkSize) {
-    binary += String.fromCharCode(...bytes.subarray(offset, offset + chunkSize));
-  }
-  return btoa(binary);
-}
 
 function quote(part: Part): string {
   const json = JSON.stringify(part) ?? String(part);
   return json.length > MAX_QUOTED_PART_LENGTH ? `${json.slice(0, MAX_QUOTED_PART_LENGTH)}…` : json;
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AgentError } from '../errors/index.js';
+import { AgentError, formatFirstIssue } from '../errors/index.js';
 import type { AgentFileSystem } from './agent-file-system.js';
 
 /** Where the task tree is saved in the agent file system (reference §4.5). */
@@ -104,9 +104,7 @@ export class TaskTreeManager {
   static fromSnapshot(snapshot: TaskTreeSnapshot, fs: AgentFileSystem): TaskTreeManager {
     const parsed = TaskTreeSnapshotSchema.safeParse(snapshot);
     if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      const where = issue && issue.path.length > 0 ? issue.path.map(String).join('.') : '(root)';
-      throw new AgentError('STORE_ERROR', `Invalid task tree snapshot: ${where}: ${issue?.message ?? 'invalid'}`);
+      throw new AgentError('STORE_ERROR', `Invalid task tree snapshot: ${formatFirstIssue('', parsed.error.issues).text}`);
     }
     const manager = new TaskTreeManager(fs);
     manager.#tree = parsed.data.tree;

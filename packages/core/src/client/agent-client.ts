@@ -1,4 +1,5 @@
-import type { JsonObject } from '../protocol/content.js';
+import { messageOf } from '../errors/message-of.js';
+import type { ResumeResponse } from '../protocol/resume-responses.js';
 import type { AgentEvent } from '../protocol/events.js';
 import type { Segment, StartRequest } from '../protocol/requests.js';
 import { fromWireEvent } from '../protocol/wire.js';
@@ -26,7 +27,7 @@ export interface AgentClient {
   /** Starts a run. */
   startRun(input: RunInput, options?: AgentRunOptions): AgentRun;
   /** Continues a run saved under `interactionId` (a suspend or a pause), e.g. after a reload. */
-  resumeRun(interactionId: string, response: JsonObject, options?: AgentRunOptions): AgentRun;
+  resumeRun(interactionId: string, response: ResumeResponse, options?: AgentRunOptions): AgentRun;
 }
 
 /**
@@ -127,8 +128,4 @@ async function httpError(response: Response): Promise<AgentClientError> {
   }
   const options = code === undefined ? { status: response.status } : { status: response.status, code };
   return new AgentClientError('http', `${response.status}: ${message}`, options);
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

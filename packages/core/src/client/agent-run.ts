@@ -1,13 +1,15 @@
-import { EventChannel } from '../loop/event-channel.js';
+import { EventChannel } from '../channel/event-channel.js';
+import { messageOf } from '../errors/message-of.js';
 import type { JsonObject } from '../protocol/content.js';
 import { isSuspendEvent, type AgentEvent, type AgentResult, type SuspendEvent } from '../protocol/events.js';
+import type { ResumeResponse } from '../protocol/resume-responses.js';
 import type { StartRequest } from '../protocol/requests.js';
 import { AgentClientError } from './errors.js';
 
 /** One request of a run: the start, or the answer to a suspend. */
 export type RunSegmentRequest =
   | { start: StartRequest }
-  | { resume: { interactionId: string; response: JsonObject } };
+  | { resume: { interactionId: string; response: ResumeResponse } };
 
 /**
  * Opens one segment of a run and yields its events until the stream ends (on a suspend, a pause,
@@ -15,8 +17,8 @@ export type RunSegmentRequest =
  */
 export type RunSegmentOpener = (request: RunSegmentRequest, signal: AbortSignal) => AsyncIterable<AgentEvent>;
 
-/** Answers a suspend event (`waitForInput` → `{input}`, `waitForChoice` → `{selected: {ids}}`, ...). */
-export type SuspendHandler = (event: SuspendEvent, run: AgentRun) => JsonObject | Promise<JsonObject>;
+/** Answers a suspend event (`waitForInput` → `{input}`, `waitForChoice` → `{selected: {ids}}`, `queryConsent` → `{consent}`). */
+export type SuspendHandler = (event: SuspendEvent, run: AgentRun) => ResumeResponse | Promise<ResumeResponse>;
 
 /** Options of one run. */
 export interface AgentRunOptions {
@@ -50,7 +52,7 @@ export interface AgentRun {
   /** The last interaction id the run was saved under (changes at every suspend or pause). */
   readonly interactionId: string | undefined;
   /** Answers the pending suspend. Throws when nothing is pending. */
-  respond(response: JsonObject): void;
+  respond(response: ResumeResponse): void;
   /** Stops the run; `result` rejects with kind `aborted` ("Run was stopped"). */
   abort(): void;
 }
@@ -71,8 +73,8 @@ export function createAgentRun(open: RunSegmentOpener, first: RunSegmentRequest,
   let interactionId = 'resume' in first ? first.resume.interactionId : undefined;
   // The answer to the pending suspend: delivered to `answer`, or kept in `early` when the app
   // answers before the segment's stream has closed.
-  let answer: ((response: JsonObject) => void) | undefined;
-  let early: JsonObject | undefined;
+  let answer: ((response: ResumeResponse) => void) | undefined;
+  let early: ResumeResponse | undefined;
   let answered = false;
   let settled = false;
   let resolveResult!: (result: AgentResult) => void;
@@ -152,7 +154,7 @@ export function createAgentRun(open: RunSegmentOpener, first: RunSegmentRequest,
           // An error that names an interaction was saved first (a transient model failure).
           if (event.interactionId !== undefined) interactionId = event.interactionId;
           const kind = event.interactionId === undefined ? 'run' : 'paused';
-          fail(new AgentClientError(kind, event.message, withId(event.interactionId)));
+          fail(new AgentClientError(kind, event.message, { ...withId(event.interactionId), ...withCode(event.code) }));
           channel.close();
           return;
         }
@@ -179,7 +181,7 @@ export function createAgentRun(open: RunSegmentOpener, first: RunSegmentRequest,
     }
   };
 
-  const waitForAnswer = (event: SuspendEvent): Promise<JsonObject> => {
+  const waitForAnswer = (event: SuspendEvent): Promise<ResumeResponse> => {
     const onSuspend = options.onSuspend;
     if (onSuspend) {
       return (async () => {
@@ -195,7 +197,7 @@ export function createAgentRun(open: RunSegmentOpener, first: RunSegmentRequest,
       early = undefined;
       return Promise.resolve(response);
     }
-    return new Promise<JsonObject>((resolve) => {
+    return new Promise<ResumeResponse>((resolve) => {
       answer = (response) => {
         answer = undefined;
         resolve(response);
@@ -219,6 +221,6 @@ function withId(interactionId: string | undefined): { interactionId?: string } {
   return interactionId === undefined ? {} : { interactionId };
 }
 
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+function withCode(code: string | undefined): { code?: string } {
+  return code === undefined ? {} : { code };
 }

@@ -1,3 +1,5 @@
+import { ERROR_CODES, type ErrorCode } from '../errors/agent-error.js';
+
 /** Why a run handle failed. */
 export type AgentClientErrorKind =
   /** The server could not be reached, or the connection broke mid-stream. */
@@ -16,6 +18,7 @@ export type AgentClientErrorKind =
 /** Options of {@link AgentClientError}. */
 export interface AgentClientErrorOptions {
   status?: number;
+  /** The server's code; anything outside the closed table is dropped. */
   code?: string;
   interactionId?: string;
   cause?: unknown;
@@ -39,8 +42,11 @@ export class AgentClientError extends Error {
   readonly kind: AgentClientErrorKind;
   /** HTTP status, for `http` errors. */
   readonly status: number | undefined;
-  /** The server's error code (e.g. `NOT_FOUND`), for `http` errors. */
-  readonly code: string | undefined;
+  /**
+   * The server's error code from the closed table (e.g. `INTERACTION_NOT_FOUND`, `FORBIDDEN`,
+   * `RATE_LIMITED`), for `http`, `run` and `paused` errors, when the server sent one.
+   */
+  readonly code: ErrorCode | undefined;
   /** Where the run was saved, for `paused` errors: resume it with `client.resumeRun()`. */
   readonly interactionId: string | undefined;
 
@@ -48,7 +54,11 @@ export class AgentClientError extends Error {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.kind = kind;
     this.status = options.status;
-    this.code = options.code;
+    this.code = toErrorCode(options.code);
     this.interactionId = options.interactionId;
   }
+}
+
+function toErrorCode(code: string | undefined): ErrorCode | undefined {
+  return code !== undefined && (ERROR_CODES as readonly string[]).includes(code) ? (code as ErrorCode) : undefined;
 }

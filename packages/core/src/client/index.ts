@@ -12,3 +12,5 @@ export { dispatchAgentEvents, type AgentEventHandlers } from './dispatch.js';
 export type { AgentEvent, AgentEventOf, AgentEventType, AgentResult, FileData, SuspendEvent } from '../protocol/events.js';
 export type { JsonObject, LLMContent, Part } from '../protocol/content.js';
 export type { Segment, StartRequest } from '../protocol/requests.js';
+export type { ResumeResponse, ResumeResponseOf, ResumeResponses } from '../protocol/resume-responses.js';
+export type { ErrorCode } from '../errors/agent-error.js';

@@ -47,7 +47,11 @@ export interface FunctionDefinition<P extends z.ZodObject = z.ZodObject> {
   parallel?: boolean;
   /** Runs before the handler; may throw a `Suspend` with `precondition: true` (consent). */
   precondition?(args: z.output<P>, context: FunctionContext): Promise<void>;
-  /** Does the work. A throw becomes `{"error": message}` for the model; `{"$error": ...}` ends the run. */
+  /**
+   * Does the work. A throw becomes `{"error": message}` for the model; a result of
+   * `{"$error": message, "code"?: ErrorCode}` ends the run with that message (code `INTERNAL`
+   * unless one of the closed codes is given).
+   */
   handler(args: z.output<P>, context: FunctionContext): Promise<JsonObject>;
   /** Turns the client's answer to this call's suspend into the function response (default: as sent). */
   resume?(response: JsonObject, context: FunctionContext): Promise<JsonObject>;

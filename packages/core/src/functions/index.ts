@@ -1,3 +1,9 @@
+/**
+ * Functions the model can call: `defineFunction`, `Suspend`, and the built-in groups (system,
+ * generate, image, video, audio, chat) with the media step and error classification they share.
+ */
+export { createChatGroup, SKIPPED_INPUT } from './chat-group.js';
+export { composeFunctionGroups, defaultFunctionGroups } from './default-groups.js';
 export {
   defineFunction,
   toFunctionDeclaration,
@@ -5,6 +11,9 @@ export {
   type FunctionDefinition,
   type FunctionGroup,
 } from './define-function.js';
+export { classifyError, toErrorOrResponse, type ErrorKind } from './error-classification.js';
+export { CODE_MODEL, createGenerateGroup, TEXT_MODELS, WEBPAGE_CONSENT } from './generate-group.js';
+export { createAudioGroup, createImageGroup, createVideoGroup, expandVeoError, IMAGE_MODELS, VIDEO_MODEL } from './media-groups.js';
+export { executeMediaStep, partToChunk, textStepChunk, type MediaStep, type MediaStepResult, type StepChunk } from './media-step.js';
 export { isSuspend, Suspend, type SuspendEventInput } from './suspend.js';
 export { createSystemGroup } from './system-group.js';
-export { createChatGroup, SKIPPED_INPUT } from './chat-group.js';

@@ -58,7 +58,7 @@ describe('createAgentHandler', () => {
     expect(tokens).toEqual(['tok', 'tok']);
 
     const reused = await handler(post(JSON.stringify({ resume: { interactionId, response: {} } }), { authorization: 'Bearer tok' }));
-    expect(await wireEvents(reused)).toEqual([{ error: { message: `Unknown interaction ID: ${interactionId}` } }]);
+    expect(await wireEvents(reused)).toEqual([{ error: { message: `Unknown interaction ID: ${interactionId}`, code: 'INTERACTION_NOT_FOUND' } }]);
   });
 
   it('refuses a resume by another token', async () => {
@@ -66,7 +66,7 @@ describe('createAgentHandler', () => {
     const events = await wireEvents(await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x' }], accessToken: 'alice' }))));
     const interactionId = events.at(-1)?.waitForInput?.interactionId as string;
     const stolen = await wireEvents(await handler(post(JSON.stringify({ interactionId, response: {}, accessToken: 'mallory' }))));
-    expect(stolen).toEqual([{ error: { message: `Interaction ${interactionId} belongs to another user` } }]);
+    expect(stolen).toEqual([{ error: { message: `Interaction ${interactionId} belongs to another user`, code: 'FORBIDDEN' } }]);
   });
 
   it('answers a malformed body with 400 JSON naming the field', async () => {

@@ -1,9 +1,10 @@
 import { AgentError, toAgentError } from '../errors/index.js';
 import type { AgentPorts } from '../ports/index.js';
 import type { AgentEvent } from '../protocol/events.js';
+import type { ResumeResponse } from '../protocol/resume-responses.js';
 import { parseAgentRequestText } from '../protocol/requests.js';
 import { toWireEvent } from '../protocol/wire.js';
-import { resume, run, type RunOptions } from '../run.js';
+import { resume, run, type RunOptions } from '../run/index.js';
 import { encodeSseComment, encodeSseEvent } from '../sse/index.js';
 
 /** The paths the agent endpoint answers on (decision W2). */
@@ -74,7 +75,8 @@ export function createAgentHandler(options: AgentHandlerOptions): (request: Requ
       const events =
         body.kind === 'start'
           ? run(body.start, ports, runOptions)
-          : resume(body.resume.interactionId, body.resume.response, ports, runOptions);
+          : // The answer travels as the client sent it; the suspended function reads what it needs.
+          resume(body.resume.interactionId, body.resume.response as ResumeResponse, ports, runOptions);
       return new Response(toSseStream(events, controller, request.signal, keepAliveMs), {
         status: 200,
         headers: {

@@ -1,5 +1,5 @@
 import type { AgentFileSystem, TaskTreeManager } from '../agent-fs/index.js';
-import { AgentError, toAgentError } from '../errors/index.js';
+import { AgentError, ERROR_CODES, toAgentError, type ErrorCode } from '../errors/index.js';
 import {
   toFunctionDeclaration,
   type FunctionContext,
@@ -7,8 +7,7 @@ import {
   type FunctionGroup,
   type Suspend,
 } from '../functions/index.js';
-import { conformBody } from '../generation/conform-body.js';
-import { ModelTurnAccumulator, validateHistory } from '../model/index.js';
+import { conformBody, ModelTurnAccumulator, validateHistory } from '../model/index.js';
 import type { AgentPorts } from '../ports/index.js';
 import type { JsonObject, LLMContent, Part } from '../protocol/content.js';
 import type { AgentEvent, AgentResult } from '../protocol/events.js';
@@ -35,7 +34,7 @@ export interface LoopSession {
 /** How a loop ended. */
 export type LoopOutcome =
   | { kind: 'done'; result: AgentResult }
-  | { kind: 'fatal'; message: string }
+  | { kind: 'fatal'; message: string; code: ErrorCode }
   | { kind: 'suspend'; suspend: Suspend; pending: CallRecord; calls: SettledCall[] }
   | { kind: 'pause'; error: AgentError };
 
@@ -141,7 +140,7 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
       }
       if (caller.size === 0) {
         const refusal = refusalOf(turn.finishReason);
-        if (refusal) return { kind: 'fatal', message: refusal };
+        if (refusal) return { kind: 'fatal', message: refusal, code: 'MODEL_ERROR' };
         const finishMessage = turn.candidateMetadata.finishMessage;
         const correction = correctionFor(turn.finishReason, typeof finishMessage === 'string' ? finishMessage : undefined);
         if (correction) {
@@ -155,7 +154,7 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
 
       const settled = await caller.settle();
       const fatal = settled.find((entry) => entry.outcome.kind === 'fatal');
-      if (fatal && fatal.outcome.kind === 'fatal') return { kind: 'fatal', message: fatalMessage(fatal.outcome.error) };
+      if (fatal && fatal.outcome.kind === 'fatal') return fatalOutcome(fatal.outcome.error);
 
       const suspended = settled.find((entry) => entry.outcome.kind === 'suspend');
       if (suspended && suspended.outcome.kind === 'suspend') {
@@ -189,7 +188,7 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
     if (agentError.code === 'RATE_LIMITED' || agentError.code === 'MODEL_UNAVAILABLE') {
       return { kind: 'pause', error: agentError };
     }
-    return { kind: 'fatal', message: `Agent error: ${agentError.message}` };
+    return { kind: 'fatal', message: `Agent error: ${agentError.message}`, code: agentError.code };
   }
 }
 
@@ -300,9 +299,12 @@ function answerOf(content: LLMContent): LLMContent {
   return { role: 'model', parts };
 }
 
-function fatalMessage(error: JsonObject): string {
+/** The outcome of a handler's `{"$error": message, code?}`: the run ends with that message and code. */
+export function fatalOutcome(error: JsonObject): LoopOutcome {
   const value = error.$error;
-  return typeof value === 'string' ? value : JSON.stringify(value);
+  const message = typeof value === 'string' ? value : JSON.stringify(value);
+  const code = (ERROR_CODES as readonly unknown[]).includes(error.code) ? (error.code as ErrorCode) : 'INTERNAL';
+  return { kind: 'fatal', message, code };
 }
 
 function throwIfAborted(signal: AbortSignal): void {

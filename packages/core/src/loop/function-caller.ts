@@ -1,3 +1,4 @@
+import { formatIssues, messageOf } from '../errors/index.js';
 import type { JsonObject, Part } from '../protocol/content.js';
 import type { FunctionContext, FunctionDefinition } from '../functions/index.js';
 import { isSuspend, type Suspend } from '../functions/index.js';
@@ -54,7 +55,7 @@ export class FunctionCaller {
     const definition = this.#definitions.get(call.name);
     const exclusive = definition?.parallel === false;
     const before = exclusive ? Promise.allSettled([this.#barrier, ...this.#tasks]) : this.#barrier;
-    const task = before.then(() => invoke(definition, call, this.#createContext));
+    const task = before.then(() => invokeFunction(definition, call, () => this.#createContext(call)));
     if (exclusive) this.#barrier = task.catch(() => undefined);
     this.#calls.push(call);
     this.#tasks.push(task);
@@ -67,17 +68,23 @@ export class FunctionCaller {
   }
 }
 
-async function invoke(
+/**
+ * Runs one call: validates its arguments, runs the precondition and the handler, and says how it
+ * ended. Unknown functions, invalid arguments and throws become `{"error"}` responses for the
+ * model; a `Suspend` suspends; `{"$error"}` is fatal. The one path every call takes, resumed
+ * calls included.
+ */
+export async function invokeFunction(
   definition: FunctionDefinition | undefined,
   call: CallRecord,
-  createContext: (call: CallRecord) => FunctionContext,
+  createContext: () => FunctionContext,
 ): Promise<CallOutcome> {
   if (!definition) return { kind: 'response', response: { error: `Unknown function: ${call.name}` } };
   const parsed = definition.parameters.safeParse(call.args);
   if (!parsed.success) {
-    return { kind: 'response', response: { error: `Invalid arguments for ${call.name}: ${describeIssues(parsed.error.issues)}` } };
+    return { kind: 'response', response: { error: `Invalid arguments for ${call.name}: ${formatIssues(parsed.error.issues)}` } };
   }
-  const context = createContext(call);
+  const context = createContext();
   try {
     if (definition.precondition) await definition.precondition(parsed.data, context);
     const response = await definition.handler(parsed.data, context);
@@ -87,17 +94,6 @@ async function invoke(
     if (isSuspend(error)) return { kind: 'suspend', suspend: error };
     return { kind: 'response', response: { error: messageOf(error) } };
   }
-}
-
-function describeIssues(issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }>): string {
-  return issues
-    .map((issue) => `${issue.path.length > 0 ? `${issue.path.map(String).join('.')}: ` : ''}${issue.message}`)
-    .join('; ');
-}
-
-/** The text a model sees for a thrown value. */
-export function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 /** The `functionResponse` part for a call, echoing the provider's id only when it sent one. */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ERROR_CODES } from '../errors/agent-error.js';
 import { LLMContentSchema, PartSchema } from './content.js';
 
 /**
@@ -85,8 +86,16 @@ export const AGENT_EVENT_PAYLOADS = {
   }),
   graphEdit: z.looseObject({ edits: z.array(z.unknown()), label: z.string() }),
   complete: z.looseObject({ result: AgentResultSchema }),
-  /** `interactionId` is set when the run was saved and can be resumed (a transient model failure). */
-  error: z.looseObject({ message: z.string(), interactionId: z.string().optional() }),
+  /**
+   * `code` is one of the closed error codes (an unknown code from a newer server reads as absent);
+   * `interactionId` is set when the run was saved and can be resumed (a transient model failure).
+   * Clients that know neither field ignore them.
+   */
+  error: z.looseObject({
+    message: z.string(),
+    code: z.enum(ERROR_CODES).optional().catch(undefined),
+    interactionId: z.string().optional(),
+  }),
   finish: z.looseObject({}),
   subagentAddJson: z.looseObject({ callId: z.string(), title: z.string(), data: z.unknown(), icon: z.string().optional() }),
   subagentError: z.looseObject({

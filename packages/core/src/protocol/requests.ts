@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { AgentError } from '../errors/index.js';
 import { LLMContentSchema } from './content.js';
-import { formatPath } from './issue-path.js';
+import { formatFirstIssue, formatPath } from '../errors/format-issues.js';
 
 /** A text segment of the objective. */
 export const TextSegmentSchema = z.object({ type: z.literal('text'), text: z.string() });
@@ -151,8 +151,8 @@ export function parseSegment(value: unknown, path: string): Segment {
 }
 
 function fromIssues(prefix: string, issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }>): AgentError {
-  const issue = issues[0];
-  return badRequest(formatPath(prefix, issue?.path ?? []), issue?.message ?? 'invalid');
+  const { path, text } = formatFirstIssue(prefix, issues);
+  return new AgentError('BAD_REQUEST', text, { details: { path } });
 }
 
 function badRequest(path: string, problem: string): AgentError {

@@ -1,5 +1,5 @@
 import { AgentError } from '../errors/index.js';
-import { formatPath } from './issue-path.js';
+import { formatFirstIssue } from '../errors/format-issues.js';
 import { AGENT_EVENT_PAYLOADS, type AgentEvent, type AgentEventType } from './events.js';
 
 /** An event as it travels: a single-key object, `{"thought": {"text": "..."}}` (decision W1). */
@@ -35,9 +35,8 @@ export function fromWireEvent(value: unknown): AgentEvent {
   const schema = AGENT_EVENT_PAYLOADS[type as AgentEventType];
   const parsed = schema.safeParse((value as Record<string, unknown>)[type]);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const path = formatPath(type, issue?.path ?? []);
-    throw badEvent(path, issue?.message ?? 'invalid');
+    const { path, text } = formatFirstIssue(type, parsed.error.issues);
+    throw new AgentError('BAD_REQUEST', text, { details: { path } });
   }
   return { type, ...parsed.data } as AgentEvent;
 }

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createGeminiBackendClient } from '../http/gemini-backend-client.js';
 import { createUpstreamBackendClient } from '../http/upstream-backend-client.js';
 import type { AgentEvent } from '../protocol/events.js';
-import { resume, run } from '../run.js';
+import { resume, run } from '../run/index.js';
 import { createMemoryInteractionStore } from './memory-interaction-store.js';
 import { createSimulatedGemini } from './simulated-gemini.js';
 

@@ -1,3 +1,4 @@
+import { bytesToBase64 } from '../protocol/base64.js';
 import type { ExecuteStepRequest, ExecuteStepResponse } from '../ports/index.js';
 
 /** A small generated picture (a sunset over the sea), the simulated image model's only work. */
@@ -51,7 +52,5 @@ export function toneWav(): string {
   ascii(36, 'data');
   view.setUint32(40, samples, true);
   for (let index = 0; index < samples; index += 1) bytes[44 + index] = 128 + Math.round(60 * Math.sin((2 * Math.PI * 440 * index) / 8000));
-  let binary = '';
-  for (const byte of bytes) binary += String.fromCharCode(byte);
-  return btoa(binary);
+  return bytesToBase64(bytes);
 }

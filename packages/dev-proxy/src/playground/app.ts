@@ -1,6 +1,6 @@
 // The playground: a page that drives runs through the client SDK and shows every event.
 import { AgentClientError, createBrowserAgentClient, createIndexedDbInteractionStore, dispatchAgentEvents, type AgentClient } from '@org/adapter-browser';
-import type { AgentEvent, AgentEventOf, AgentResult, AgentRun, JsonObject, LLMContent, Part } from '@org/core/client';
+import type { AgentEvent, AgentEventOf, AgentResult, AgentRun, JsonObject, LLMContent, Part, ResumeResponse } from '@org/core/client';
 import { createGeminiBackendClient, createUpstreamBackendClient } from '@org/core/http';
 import { createSimulatedGemini } from '@org/core/testing';
 
@@ -85,7 +85,7 @@ function askUser(event: AgentEvent, run: AgentRun): void {
   const panel = $('#suspend');
   panel.replaceChildren();
   panel.hidden = false;
-  const send = (response: JsonObject): void => {
+  const send = (response: ResumeResponse): void => {
     panel.hidden = true;
     panel.replaceChildren();
     run.respond(response);

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineFunction } from './functions/index.js';
-import type { AgentPorts } from './ports/index.js';
-import type { LLMContent } from './protocol/content.js';
-import type { AgentEvent } from './protocol/events.js';
-import { resume, run, type RunOptions } from './run.js';
+import { defineFunction } from '../functions/index.js';
+import type { AgentPorts } from '../ports/index.js';
+import type { LLMContent } from '../protocol/content.js';
+import type { AgentEvent } from '../protocol/events.js';
+import { resume, run, type RunOptions } from './index.js';
 import {
   createMemoryInteractionStore,
   createScriptedBackendClient,
@@ -12,7 +12,7 @@ import {
   thoughtChunk,
   usageChunk,
   type ScriptedRequest,
-} from './testing/index.js';
+} from '../testing/index.js';
 
 async function collect(events: AsyncIterable<AgentEvent>): Promise<AgentEvent[]> {
   const all: AgentEvent[] = [];
@@ -88,7 +88,7 @@ describe('run() and resume()', () => {
 
     // Single use: a second resume is refused by name.
     expect(await collect(resume(interactionId, { input: { parts: [{ text: 'Eve' }] } }, ports))).toEqual([
-      { type: 'error', message: `Unknown interaction ID: ${interactionId}` },
+      { type: 'error', message: `Unknown interaction ID: ${interactionId}`, code: 'INTERACTION_NOT_FOUND' },
     ]);
   });
 
@@ -142,7 +142,7 @@ describe('run() and resume()', () => {
     expect(flakyResult).toMatchObject({ content: { parts: [{ functionResponse: { name: 'flaky', response: { error: 'disk on fire' } } }] } });
     expect(events.slice(-3)).toEqual([
       { type: 'finish' },
-      { type: 'error', message: 'quota exhausted' },
+      { type: 'error', message: 'quota exhausted', code: 'INTERNAL' },
       { type: 'complete', result: { success: false } },
     ]);
   });
@@ -178,7 +178,7 @@ describe('run() and resume()', () => {
     const first = await collect(run(start('x'), ports, { owner: 'alice' }));
     const id = (first.at(-1) as { interactionId: string }).interactionId;
     expect(await collect(resume(id, { input: { parts: [{ text: 'Mallory' }] } }, ports, { owner: 'mallory' }))).toEqual([
-      { type: 'error', message: `Interaction ${id} belongs to another user` },
+      { type: 'error', message: `Interaction ${id} belongs to another user`, code: 'FORBIDDEN' },
     ]);
     const events = await collect(resume(id, { input: { parts: [{ text: 'Alice' }] } }, ports, { owner: 'alice' }));
     expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });

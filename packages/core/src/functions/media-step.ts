@@ -1,6 +1,7 @@
 import type { BackendClient, ExecuteStepRequest } from '../ports/index.js';
 import type { LLMContent, Part } from '../protocol/content.js';
-import { blobIdOf } from './conform-body.js';
+import { blobIdOf } from '../model/conform-body.js';
+import { base64ToText, textToBase64 } from '../protocol/base64.js';
 
 /** One input chunk of an `executeStep` request. */
 export interface StepChunk {
@@ -30,27 +31,9 @@ export interface MediaStepResult {
   executedModel?: string;
 }
 
-/** Base64 of a string's UTF-8 bytes. */
-export function toBase64Text(text: string): string {
-  const bytes = new TextEncoder().encode(text);
-  let binary = '';
-  for (let index = 0; index < bytes.length; index += 0x8000) {
-    binary += String.fromCharCode(...bytes.subarray(index, index + 0x8000));
-  }
-  return btoa(binary);
-}
-
-/** The UTF-8 text of base64 data. */
-export function fromBase64Text(data: string): string {
-  const binary = atob(data);
-  const bytes = new Uint8Array(binary.length);
-  for (let index = 0; index < binary.length; index += 1) bytes[index] = binary.charCodeAt(index);
-  return new TextDecoder().decode(bytes);
-}
-
 /** A text input chunk. */
-export function textChunk(text: string): StepChunk {
-  return { mimetype: 'text/plain', data: toBase64Text(text) };
+export function textStepChunk(text: string): StepChunk {
+  return { mimetype: 'text/plain', data: textToBase64(text) };
 }
 
 /**
@@ -68,7 +51,7 @@ export async function partToChunk(part: Part, backend: BackendClient, signal?: A
       blobId = blobIdOf(handle) ?? handle.split('/').pop();
     }
     if (!blobId) throw new Error(`Unknown storedData handle for executeStep: "${stored.handle}"`);
-    return { mimetype: 'text/gcs-path', data: toBase64Text(blobId) };
+    return { mimetype: 'text/gcs-path', data: textToBase64(blobId) };
   }
   if (part.fileData) throw new Error('fileData parts are not supported in executeStep inputs');
   throw new Error(`Unknown part type: [${Object.keys(part).join(', ')}]`);
@@ -99,11 +82,11 @@ export async function executeMediaStep(backend: BackendClient, step: MediaStep, 
   const result: MediaStepResult = { contents: [] };
   for (const chunk of chunks) {
     if (chunk.substreamName === 'requested-model') {
-      result.requestedModel = fromBase64Text(chunk.data);
+      result.requestedModel = base64ToText(chunk.data);
       continue;
     }
     if (chunk.substreamName === 'executed-model') {
-      result.executedModel = fromBase64Text(chunk.data);
+      result.executedModel = base64ToText(chunk.data);
       continue;
     }
     result.contents.push({ role: 'user', parts: [outputPart(chunk)] });
@@ -118,9 +101,9 @@ function outputPart(chunk: StepChunk): Part {
     return { storedData: { handle: `/board/blobs/${data.split('/').pop() ?? data}`, mimeType: mimetype.slice(0, -'/storedData'.length) } };
   }
   if (mimetype.startsWith('text/gcs-path/')) {
-    const id = fromBase64Text(data).split('/').pop() ?? '';
+    const id = base64ToText(data).split('/').pop() ?? '';
     return { storedData: { handle: `/board/blobs/${id}`, mimeType: mimetype.slice('text/gcs-path/'.length) } };
   }
-  if (mimetype === 'text/html') return { inlineData: { mimeType: 'text/html', data: fromBase64Text(data) } };
+  if (mimetype === 'text/html') return { inlineData: { mimeType: 'text/html', data: base64ToText(data) } };
   return { inlineData: { mimeType: mimetype, data } };
 }

@@ -1,10 +1,11 @@
 import { z } from 'zod';
 import { contentToPidginString, fromPidginString } from '../agent-fs/index.js';
-import { defineFunction, type FunctionContext, type FunctionGroup } from '../functions/define-function.js';
-import { Suspend } from '../functions/suspend.js';
+import { messageOf } from '../errors/index.js';
+import { conformBody } from '../model/conform-body.js';
+import { defineFunction, type FunctionContext, type FunctionGroup } from './define-function.js';
+import { Suspend } from './suspend.js';
 import type { JsonObject, LLMContent, Part } from '../protocol/content.js';
 import type { GenerateContentRequest, Tool } from '../protocol/gemini.js';
-import { conformBody } from './conform-body.js';
 import { toErrorOrResponse } from './error-classification.js';
 
 /** The consent reading arbitrary web pages needs (reference §8.5). */
@@ -273,8 +274,4 @@ export function createGenerateGroup(): FunctionGroup {
       }),
     ],
   };
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

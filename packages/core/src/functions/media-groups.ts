@@ -1,8 +1,9 @@
 import { z } from 'zod';
-import { defineFunction, type FunctionContext, type FunctionGroup } from '../functions/define-function.js';
+import { messageOf } from '../errors/index.js';
+import { defineFunction, type FunctionContext, type FunctionGroup } from './define-function.js';
 import type { JsonObject, Part } from '../protocol/content.js';
 import { toErrorOrResponse } from './error-classification.js';
-import { executeMediaStep, partToChunk, textChunk, type MediaStep, type StepChunk } from './step-executor.js';
+import { executeMediaStep, partToChunk, textStepChunk, type MediaStep, type StepChunk } from './media-step.js';
 
 const common = {
   file_name: z.string().optional().describe('Name for the output file, snake_case, without extension.'),
@@ -129,8 +130,8 @@ export function createImageGroup(): FunctionGroup {
             options: { modelName: IMAGE_MODELS[args.model] ?? IMAGE_MODELS.flash, disablePromptRewrite: true },
             output: 'generated_image',
             inputs: {
-              input_instruction: [textChunk(args.prompt)],
-              aspect_ratio_key: [textChunk(args.aspect_ratio)],
+              input_instruction: [textStepChunk(args.prompt)],
+              aspect_ratio_key: [textStepChunk(args.aspect_ratio)],
               ...(inputs.length > 0 ? { input_image: inputs } : {}),
             },
           };
@@ -188,8 +189,8 @@ export function createVideoGroup(): FunctionGroup {
             options: { modelName: VIDEO_MODEL, disablePromptRewrite: false },
             output: 'generated_video',
             inputs: {
-              text_instruction: [textChunk(args.prompt)],
-              aspect_ratio_key: [textChunk(aspectRatio)],
+              text_instruction: [textStepChunk(args.prompt)],
+              aspect_ratio_key: [textStepChunk(aspectRatio)],
               ...(references.length > 0 ? { reference_image: references } : {}),
             },
           };
@@ -232,7 +233,7 @@ export function createAudioGroup(): FunctionGroup {
             inputParameters: ['text_to_speak'],
             systemPrompt: '',
             output: 'generated_speech',
-            inputs: { text_to_speak: [textChunk(args.text)], voice_key: [textChunk(VOICES[args.voice] ?? 'en-US-female')] },
+            inputs: { text_to_speak: [textStepChunk(args.text)], voice_key: [textStepChunk(VOICES[args.voice] ?? 'en-US-female')] },
           });
           if ('response' in outcome) return outcome.response;
           const [part] = outcome.parts;
@@ -257,7 +258,7 @@ export function createAudioGroup(): FunctionGroup {
             inputParameters: ['prompt'],
             systemPrompt: '',
             output: 'generated_music',
-            inputs: { prompt: [textChunk(args.prompt)] },
+            inputs: { prompt: [textStepChunk(args.prompt)] },
           });
           if ('response' in outcome) return outcome.response;
           const [part] = outcome.parts;
@@ -269,8 +270,4 @@ export function createAudioGroup(): FunctionGroup {
       }),
     ],
   };
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -45,7 +45,10 @@ export function toErrorOrResponse(failure: { error: string; metadata?: JsonObjec
   const declared = failure.metadata?.kind;
   const kind = typeof declared === 'string' ? declared : classifyError(failure.error);
   if (kind !== undefined && FATAL_KINDS.has(kind)) {
-    return failure.metadata ? { $error: failure.error, metadata: failure.metadata } : { $error: failure.error };
+    // Exhausted quota: retrying cannot help, so the run ends with a rate-limit code.
+    return failure.metadata
+      ? { $error: failure.error, code: 'RATE_LIMITED', metadata: failure.metadata }
+      : { $error: failure.error, code: 'RATE_LIMITED' };
   }
   return failure.metadata ? { error: failure.error, metadata: failure.metadata } : { error: failure.error };
 }

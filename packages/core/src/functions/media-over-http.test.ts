@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createAgentHandler } from '../http/agent-handler.js';
 import { createUpstreamBackendClient } from '../http/upstream-backend-client.js';
 import { createMemoryInteractionStore, createScriptedBackendClient, functionCallChunk } from '../testing/index.js';
-import { fromBase64Text } from './step-executor.js';
+import { base64ToText } from '../protocol/base64.js';
 
 const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
 const servers: Server[] = [];
@@ -75,8 +75,8 @@ describe('generate_images through the HTTP server and an upstream executeStep', 
       options: { modelName: 'gemini-2.5-flash-image', disablePromptRewrite: true },
       output: 'generated_image',
     });
-    expect(fromBase64Text(steps[0]?.body.execution_inputs.input_instruction.chunks[0].data)).toBe('A sunset over the sea');
-    expect(fromBase64Text(steps[0]?.body.execution_inputs.aspect_ratio_key.chunks[0].data)).toBe('1:1');
+    expect(base64ToText(steps[0]?.body.execution_inputs.input_instruction.chunks[0].data)).toBe('A sunset over the sea');
+    expect(base64ToText(steps[0]?.body.execution_inputs.aspect_ratio_key.chunks[0].data)).toBe('1:1');
 
     const update = events.find((event) => event.functionCallUpdate?.status === 'Generating Image(s)');
     expect(update).toBeDefined();

@@ -4,7 +4,7 @@ import type { AgentPorts } from '../ports/index.js';
 import type { JsonObject, LLMContent } from '../protocol/content.js';
 import type { AgentEvent, AgentEventOf } from '../protocol/events.js';
 import type { GenerateContentResponse } from '../protocol/gemini.js';
-import { resume, run } from '../run.js';
+import { resume, run } from '../run/index.js';
 import {
   codeExecutionTurn,
   createMemoryInteractionStore,

@@ -1,0 +1,1 @@
+export { EventChannel } from './event-channel.js';

@@ -1,0 +1,41 @@
+import { EventChannel } from '../channel/index.js';
+import { AgentError, toAgentError } from '../errors/index.js';
+import type { RunEvent } from './run-events.js';
+import type { RunOptions } from './run-options.js';
+
+/** What the body of a run uses to talk to its consumer. */
+export interface RunEnvironment {
+  emit(event: RunEvent): void;
+  /** Aborts when the caller's signal aborts or the consumer stops reading. */
+  signal: AbortSignal;
+}
+
+/**
+ * Runs `body` as a background task that emits into a channel, and yields the channel. Leaving the
+ * generator early (`return()`, a client gone) aborts the run's signal; anything `body` throws
+ * becomes one coded `error` event.
+ */
+export async function* driveRun(
+  options: RunOptions,
+  body: (environment: RunEnvironment) => Promise<void>,
+): AsyncGenerator<RunEvent> {
+  const channel = new EventChannel<RunEvent>();
+  const controller = new AbortController();
+  const forwardAbort = (): void => controller.abort(options.signal?.reason);
+  if (options.signal?.aborted) forwardAbort();
+  else options.signal?.addEventListener('abort', forwardAbort, { once: true });
+  const environment: RunEnvironment = { emit: (event) => channel.push(event), signal: controller.signal };
+  void body(environment)
+    .catch((error: unknown) => {
+      const agentError = toAgentError(error);
+      if (agentError.code !== 'ABORTED') channel.push({ type: 'error', message: agentError.message, code: agentError.code });
+    })
+    .finally(() => channel.close());
+  try {
+    yield* channel;
+  } finally {
+    options.signal?.removeEventListener('abort', forwardAbort);
+    if (!channel.closed) controller.abort(new AgentError('ABORTED', 'Run was stopped'));
+    channel.close();
+  }
+}
