@@ -1,21 +1,42 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { AgentError, type InteractionStore } from '@org/core';
+import { AgentError, DEFAULT_INTERACTION_TTL_MS, type InteractionRecord, type InteractionStore } from '@org/core';
 
 /** Options of {@link createFileInteractionStore}. */
 export interface FileInteractionStoreOptions {
   /** Folder for the files; created when missing. Several processes may share it. */
   directory: string;
+  /** Records not written for this long are gone. Default 7 days. */
+  ttlMs?: number;
+  /** The largest state kept, in UTF-8 bytes. Default: the runtime's limit (64 MiB). */
+  maxStateBytes?: number;
 }
 
 const SAFE_ID = /^[A-Za-z0-9._-]{1,200}$/;
+/** A lock older than this belongs to a process that died while holding it. */
+const STALE_LOCK_MS = 10_000;
+/** How long a write waits for another process's lock before giving up. */
+const LOCK_WAIT_MS = 5_000;
+/** Expired records are swept at most this often. */
+const SWEEP_EVERY_MS = 60_000;
+
+/** `<id>.meta`: the record's meta, version, write time, and which state file is current. */
+interface MetaFile {
+  meta: string;
+  version: string;
+  writtenAt: number;
+  stateFile: string;
+}
 
 /**
- * An `InteractionStore` with one JSON file per interaction. Writes go to a temporary file that is
- * renamed into place, so a reader never sees half a value; `take` first renames the file to a
- * claim name that only one caller can win, so an interaction is taken once even when several
- * processes race for it.
+ * An `InteractionStore` in a folder that several processes may share: per record a small
+ * `<id>.meta` file and a state file, both replaced by writing a temporary file and renaming it,
+ * so a reader never sees half a record. Conditional writes hold a per-record lock file created
+ * exclusively (`O_EXCL`); a lock left by a process that died is broken after 10 s. Records older
+ * than `ttlMs` read as absent and are swept from the folder.
+ *
+ * Errors name the interaction, never the folder.
  *
  * @example
  * ```ts
@@ -24,62 +45,182 @@ const SAFE_ID = /^[A-Za-z0-9._-]{1,200}$/;
  */
 export function createFileInteractionStore(options: FileInteractionStoreOptions): InteractionStore {
   const directory = path.resolve(options.directory);
+  const ttlMs = options.ttlMs ?? DEFAULT_INTERACTION_TTL_MS;
   let ready: Promise<unknown> | undefined;
+  let lastSweep = 0;
   const ensureDirectory = () => (ready ??= mkdir(directory, { recursive: true }));
-  const fileOf = (id: string): string => {
+  const fileOf = (id: string, suffix: string): string => path.join(directory, `${id}${suffix}`);
+  const checkId = (id: string): void => {
     if (!SAFE_ID.test(id) || id === '.' || id === '..') {
       throw new AgentError('BAD_REQUEST', `Interaction id "${id.slice(0, 80)}" may only hold letters, digits, ".", "_" and "-"`);
     }
-    return path.join(directory, `${id}.json`);
   };
-  const failure = (id: string, action: string, error: unknown) =>
-    new AgentError('STORE_ERROR', `Could not ${action} interaction ${id} in ${directory}: ${(error as Error).message}`, { cause: error });
+
+  const readMeta = async (id: string): Promise<MetaFile | undefined> => {
+    let text: string;
+    try {
+      text = await readFile(fileOf(id, '.meta'), 'utf8');
+    } catch (error) {
+      if (codeOf(error) === 'ENOENT') return undefined;
+      throw failure(id, 'read', error);
+    }
+    let meta: MetaFile;
+    try {
+      meta = JSON.parse(text) as MetaFile;
+    } catch (error) {
+      throw new AgentError('STORE_ERROR', `Interaction ${id} has a damaged record`, { cause: error });
+    }
+    if (Date.now() - meta.writtenAt >= ttlMs) return undefined;
+    return meta;
+  };
+
+  const writeAtomically = async (file: string, text: string): Promise<void> => {
+    const temporary = `${file}.${randomUUID()}.tmp`;
+    try {
+      await writeFile(temporary, text, 'utf8');
+      await rename(temporary, file);
+    } catch (error) {
+      await rm(temporary, { force: true });
+      throw error;
+    }
+  };
+
+  const withLock = async <T>(id: string, action: string, body: () => Promise<T>): Promise<T> => {
+    await ensureDirectory();
+    const lock = fileOf(id, '.lock');
+    const deadline = Date.now() + LOCK_WAIT_MS;
+    for (;;) {
+      try {
+        const handle = await open(lock, 'wx');
+        await handle.close();
+        break;
+      } catch (error) {
+        if (codeOf(error) !== 'EEXIST') throw failure(id, action, error);
+      }
+      await breakStaleLock(lock);
+      if (Date.now() > deadline) throw new AgentError('STORE_ERROR', `Could not ${action} interaction ${id}: it stayed locked by another process`);
+      await new Promise((resolve) => setTimeout(resolve, 2 + Math.random() * 8));
+    }
+    try {
+      return await body();
+    } finally {
+      await unlink(lock).catch(() => undefined);
+    }
+  };
+
+  const sweep = async (): Promise<void> => {
+    const now = Date.now();
+    if (now - lastSweep < Math.min(SWEEP_EVERY_MS, ttlMs)) return;
+    lastSweep = now;
+    const names = await readdir(directory).catch(() => [] as string[]);
+    for (const name of names) {
+      if (!name.endsWith('.meta')) continue;
+      const id = name.slice(0, -'.meta'.length);
+      const meta = await readFile(path.join(directory, name), 'utf8')
+        .then((text) => JSON.parse(text) as MetaFile)
+        .catch(() => undefined);
+      if (meta && now - meta.writtenAt >= ttlMs) {
+        await withLock(id, 'expire', async () => {
+          const current = await readMetaRaw(path.join(directory, name));
+          if (current && Date.now() - current.writtenAt >= ttlMs) await removeRecord(id, current);
+        }).catch(() => undefined);
+      }
+    }
+  };
+
+  const removeRecord = async (id: string, meta: MetaFile): Promise<void> => {
+    await rm(fileOf(id, '.meta'), { force: true });
+    await rm(path.join(directory, meta.stateFile), { force: true });
+  };
+
   return {
-    async save(id, value) {
-      const file = fileOf(id);
-      const json = JSON.stringify(value);
-      if (json === undefined) throw new AgentError('BAD_REQUEST', `Interaction ${id}: value is not JSON-serialisable`);
-      const temporary = `${file}.${randomUUID()}.tmp`;
-      try {
-        await ensureDirectory();
-        await writeFile(temporary, json, 'utf8');
-        await rename(temporary, file);
-      } catch (error) {
-        await rm(temporary, { force: true });
-        throw failure(id, 'save', error);
+    ...(options.maxStateBytes === undefined ? {} : { maxStateBytes: options.maxStateBytes }),
+    async get(id) {
+      checkId(id);
+      // A writer may replace the state file between our two reads: read the meta again then.
+      for (let attempt = 0; attempt < 3; attempt += 1) {
+        const meta = await readMeta(id);
+        if (!meta) return undefined;
+        try {
+          const state = await readFile(path.join(directory, meta.stateFile), 'utf8');
+          const record: InteractionRecord = { meta: meta.meta, state, version: meta.version };
+          return record;
+        } catch (error) {
+          if (codeOf(error) !== 'ENOENT') throw failure(id, 'read', error);
+        }
       }
+      throw new AgentError('STORE_ERROR', `Could not read interaction ${id}: it kept changing while being read`);
     },
-    async take(id) {
-      const file = fileOf(id);
-      const claim = `${file}.${randomUUID()}.claimed`;
-      try {
-        await rename(file, claim);
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-        throw failure(id, 'take', error);
-      }
-      try {
-        return JSON.parse(await readFile(claim, 'utf8')) as unknown;
-      } catch (error) {
-        throw failure(id, 'read', error);
-      } finally {
-        await rm(claim, { force: true });
-      }
+    async set(id, write, expected) {
+      checkId(id);
+      const version = await withLock(id, 'save', async () => {
+        // Read whatever is there, expired or not, so an expired record's state file is removed too.
+        const previous = await readMetaRaw(fileOf(id, '.meta'));
+        const current = previous && Date.now() - previous.writtenAt < ttlMs ? previous : undefined;
+        if (expected === null ? current !== undefined : current?.version !== expected) return undefined;
+        if (write.state === undefined && !current) throw new AgentError('STORE_ERROR', `Interaction ${id}: a new record needs a state`);
+        const next: MetaFile = {
+          meta: write.meta,
+          version: randomUUID(),
+          writtenAt: Date.now(),
+          stateFile: current?.stateFile ?? '',
+        };
+        try {
+          if (write.state !== undefined) {
+            next.stateFile = `${id}.${next.version}.state`;
+            await writeAtomically(path.join(directory, next.stateFile), write.state);
+          }
+          await writeAtomically(fileOf(id, '.meta'), JSON.stringify(next));
+        } catch (error) {
+          if (write.state !== undefined) await rm(path.join(directory, next.stateFile), { force: true });
+          throw failure(id, 'save', error);
+        }
+        if (write.state !== undefined && previous && previous.stateFile !== next.stateFile) {
+          await rm(path.join(directory, previous.stateFile), { force: true });
+        }
+        return next.version;
+      });
+      void sweep();
+      return version;
     },
-    async has(id) {
-      try {
-        return (await stat(fileOf(id))).isFile();
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false;
-        throw failure(id, 'check', error);
-      }
-    },
-    async delete(id) {
-      try {
-        await rm(fileOf(id), { force: true });
-      } catch (error) {
-        throw failure(id, 'delete', error);
-      }
+    async delete(id, expected) {
+      checkId(id);
+      return withLock(id, 'delete', async () => {
+        const current = await readMeta(id);
+        if (!current || (expected !== undefined && current.version !== expected)) return false;
+        await removeRecord(id, current);
+        return true;
+      });
     },
   };
+}
+
+async function readMetaRaw(file: string): Promise<MetaFile | undefined> {
+  try {
+    return JSON.parse(await readFile(file, 'utf8')) as MetaFile;
+  } catch {
+    return undefined;
+  }
+}
+
+async function breakStaleLock(lock: string): Promise<void> {
+  try {
+    const info = await stat(lock);
+    if (Date.now() - info.mtimeMs < STALE_LOCK_MS) return;
+    // Only one process wins the rename; the others find the lock gone or fresh.
+    const stale = `${lock}.${randomUUID()}.stale`;
+    await rename(lock, stale);
+    await rm(stale, { force: true });
+  } catch {
+    // Gone already, or taken by another breaker.
+  }
+}
+
+function codeOf(error: unknown): string | undefined {
+  return (error as NodeJS.ErrnoException | undefined)?.code;
+}
+
+/** A store failure that names the interaction and the system error code, never a path. */
+function failure(id: string, action: string, error: unknown): AgentError {
+  return new AgentError('STORE_ERROR', `Could not ${action} interaction ${id} (${codeOf(error) ?? 'error'})`, { cause: error });
 }

@@ -36,6 +36,7 @@ export {
 export type { AgentFileSystem, FileDescriptor, TaskNode, TaskTreeManager } from './agent-fs/index.js';
 
 // Ports
+export { DEFAULT_INTERACTION_TTL_MS } from './interactions/index.js';
 export type {
   AgentPorts,
   BackendClient,
@@ -43,6 +44,8 @@ export type {
   DriveOperationsClient,
   ExecuteStepRequest,
   ExecuteStepResponse,
+  InteractionRecord,
+  InteractionRecordWrite,
   InteractionStore,
   SheetValues,
   UploadGeminiFileRequest,

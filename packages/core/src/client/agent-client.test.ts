@@ -164,7 +164,8 @@ describe('createAgentClient', () => {
   });
 
   it('rejects a paused run with its interactionId, and resumeRun() carries on from the saved turn', async () => {
-    let failures = 1;
+    // The loop retries a transient failure twice; the third in a row pauses the run.
+    let failures = 3;
     const backend = createScriptedBackendClient((request) => {
       if (request.body.contents.some((content) => content.role === 'model') && failures-- > 0) {
         throw new AgentError('RATE_LIMITED', 'Resource exhausted, try later');
@@ -172,7 +173,9 @@ describe('createAgentClient', () => {
       return greeter(request);
     });
     const store = createMemoryInteractionStore();
-    const { baseUrl } = await serve(createAgentHandler({ createPorts: () => ({ backend, store }) }));
+    const { baseUrl } = await serve(
+      createAgentHandler({ createPorts: () => ({ backend, store }), runOptions: () => ({ modelPolicy: { baseDelayMs: 1 } }) }),
+    );
     const client = createAgentClient({ baseUrl });
     const answers = {
       onSuspend: (event: AgentEvent) =>
@@ -180,7 +183,8 @@ describe('createAgentClient', () => {
     };
     const first = client.startRun('Greet me', answers);
     const paused = (await first.result.catch((error: unknown) => error)) as AgentClientError;
-    expect(paused.kind).toBe("paused");
+    expect(paused.kind).toBe('paused');
+    expect(paused.code).toBe('RATE_LIMITED');
     expect(paused.interactionId).toEqual(expect.any(String));
     expect(first.interactionId).toBe(paused.interactionId);
 

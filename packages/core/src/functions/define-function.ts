@@ -45,6 +45,14 @@ export interface FunctionDefinition<P extends z.ZodObject = z.ZodObject> {
   title?: string;
   /** `false`: never runs at the same time as another call of the turn. Default `true`. */
   parallel?: boolean;
+  /**
+   * `true` when a call changes something outside the run (sends a message, writes a sheet, charges
+   * a card). When a run is recovered after a crash, such a call that was in flight is reported to
+   * the model as interrupted instead of being run again; other calls are simply run again. When
+   * the run keeps checkpoints, a side-effecting call starts only once its turn is recorded.
+   * Default `false`.
+   */
+  sideEffects?: boolean;
   /** Runs before the handler; may throw a `Suspend` with `precondition: true` (consent). */
   precondition?(args: z.output<P>, context: FunctionContext): Promise<void>;
   /**

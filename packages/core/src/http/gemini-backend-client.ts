@@ -57,26 +57,44 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
       const requestBody = JSON.stringify(body);
       let response: Response | undefined;
       for (let attempt = 1; ; attempt += 1) {
-        response = await send(options, url, requestBody, signal);
-        if (response.ok) break;
-        const error = await toGeminiError(response);
+        let error: AgentError;
+        try {
+          response = await send(options, url, requestBody, signal);
+          if (response.ok) break;
+          error = await toGeminiError(response);
+        } catch (failure) {
+          // Unreachable (connection refused or reset before an answer): as transient as a 503.
+          if (!(failure instanceof AgentError) || failure.code !== 'MODEL_UNAVAILABLE') throw failure;
+          error = failure;
+        }
         const retryable = error.code === 'RATE_LIMITED' || error.code === 'MODEL_UNAVAILABLE';
-        if (!retryable || attempt >= maxAttempts) throw error;
+        // The loop reads `attempts` and does not retry again what was retried here.
+        if (!retryable || attempt >= maxAttempts) throw withAttempts(error, attempt);
         const hinted = retryDelayMs(error.details);
         const backoff = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
         await sleep(Math.min(maxDelayMs, hinted ?? backoff * (0.5 + Math.random() * 0.5)), signal);
       }
-      if (!response.body) throw new AgentError('MODEL_ERROR', 'Gemini answered without a body');
-      for await (const event of parseSseStream(response.body)) {
-        if (event.data.length === 0) continue;
-        let chunk: GenerateContentResponse & { error?: GeminiErrorBody['error'] };
-        try {
-          chunk = JSON.parse(event.data) as typeof chunk;
-        } catch (error) {
-          throw new AgentError('MODEL_ERROR', `Gemini sent a chunk that is not JSON: ${event.data.slice(0, 120)}`, { cause: error });
+      if (!response.body) throw new AgentError('MODEL_UNAVAILABLE', 'Gemini answered without a body');
+      try {
+        for await (const event of parseSseStream(response.body)) {
+          if (event.data.length === 0) continue;
+          let chunk: GenerateContentResponse & { error?: GeminiErrorBody['error'] };
+          try {
+            chunk = JSON.parse(event.data) as typeof chunk;
+          } catch (error) {
+            // Garbage in the stream (a proxy's error page, a cut line): worth another request.
+            throw new AgentError('MODEL_UNAVAILABLE', `Gemini sent a chunk that is not JSON: ${event.data.slice(0, 120)}`, { cause: error });
+          }
+          if (chunk.error) throw errorFromBody({ error: chunk.error }, chunk.error.code ?? 500);
+          yield chunk;
         }
-        if (chunk.error) throw errorFromBody({ error: chunk.error }, chunk.error.code ?? 500);
-        yield chunk;
+      } catch (error) {
+        if (error instanceof AgentError) throw error;
+        if (signal?.aborted) throw new AgentError('ABORTED', 'Model request cancelled', { cause: error });
+        // The connection broke mid-answer ("terminated", a reset): transient.
+        throw new AgentError('MODEL_UNAVAILABLE', `The answer from Gemini broke off: ${error instanceof Error ? error.message : String(error)}`, {
+          cause: error,
+        });
       }
     },
     executeStep: options.upstream ? (body, signal) => options.upstream!.executeStep(body, signal) : needsUpstream('executeStep'),
@@ -124,6 +142,10 @@ async function toGeminiError(response: Response): Promise<AgentError> {
   return new AgentError(codeForStatus(response.status), `Gemini ${response.status}: ${text.slice(0, 500) || response.statusText}`, {
     details: { status: response.status },
   });
+}
+
+function withAttempts(error: AgentError, attempts: number): AgentError {
+  return new AgentError(error.code, error.message, { cause: error.cause, details: { ...error.details, attempts } });
 }
 
 function errorFromBody(body: GeminiErrorBody, status: number): AgentError {

@@ -10,9 +10,20 @@ import {
 import { conformBody, ModelTurnAccumulator, validateHistory } from '../model/index.js';
 import type { AgentPorts } from '../ports/index.js';
 import type { JsonObject, LLMContent, Part } from '../protocol/content.js';
-import type { AgentEvent, AgentResult } from '../protocol/events.js';
+import type { AgentResult } from '../protocol/events.js';
 import type { GenerateContentRequest, Tool } from '../protocol/gemini.js';
+import type { RunEvent } from '../protocol/run-events.js';
 import { FunctionCaller, toFunctionResponsePart, type CallRecord, type SettledCall } from './function-caller.js';
+import {
+  DEFAULT_MODEL_POLICY,
+  guardModelStream,
+  isTransient,
+  retriedByBackend,
+  retryDelayMs,
+  sleep,
+  type ModelPolicy,
+} from './model-stream.js';
+import { interruptedResponse, type RecoveredTurn, type TurnJournal } from './turn-journal.js';
 
 /** How the loop decides it is done (ARCHITECTURE.md §3.3). */
 export type LoopMode = 'objective' | 'chat';
@@ -69,87 +80,140 @@ export interface LoopEnvironment {
   ports: AgentPorts;
   toolbox: Toolbox;
   signal: AbortSignal;
-  emit(event: AgentEvent): void;
+  emit(event: RunEvent): void;
   /** Metadata handlers reported for their calls, emitted with each `functionResult`. */
   resultMetadata?: Map<string, JsonObject>;
+  /** Records progress so a crashed run can go on; absent, nothing is recorded. */
+  journal?: TurnJournal;
+  /** Model timeouts and retries; defaults in {@link DEFAULT_MODEL_POLICY}. */
+  modelPolicy?: ModelPolicy;
 }
 
 /**
  * Runs model turns until the session ends, suspends, or fails. Events go out through `emit` as
  * they happen; the outcome says how it ended. Cancellation (the signal) rejects with an
- * `ABORTED` error.
+ * `ABORTED` error. A `recovered` turn (from a journal) is finished first, without asking the
+ * model again.
  */
-export async function runAgentLoop(session: LoopSession, environment: LoopEnvironment): Promise<LoopOutcome> {
-  const { ports, toolbox, signal, emit } = environment;
-  let result: AgentResult | undefined;
+export async function runAgentLoop(session: LoopSession, environment: LoopEnvironment, recovered?: RecoveredTurn): Promise<LoopOutcome> {
+  const { ports, toolbox, signal, emit, journal } = environment;
+  const policy = { ...DEFAULT_MODEL_POLICY, ...environment.modelPolicy };
+  let result: AgentResult | undefined = recovered?.result;
   const terminate = (value: AgentResult): void => {
     result ??= value;
   };
   const resultMetadata = new Map<string, JsonObject>();
-  const withMetadata = { ...environment, resultMetadata };
-  const createContext = (call: CallRecord): FunctionContext =>
-    createFunctionContext(session, withMetadata, call.callId, terminate);
   const emitResult = (call: CallRecord, response: JsonObject): void => {
     const metadata = resultMetadata.get(call.callId);
     resultMetadata.delete(call.callId);
     const content = { parts: [{ functionResponse: { name: call.name, response } }] };
     emit(metadata ? { type: 'functionResult', callId: call.callId, content, metadata } : { type: 'functionResult', callId: call.callId, content });
   };
+  let attempt = 1;
 
   try {
     for (;;) {
       throwIfAborted(signal);
-      const capped = session.turnCount >= session.maxTurns;
-      if (capped) {
-        emit({
-          type: 'thought',
-          text: `Turn limit reached (${session.maxTurns} turns): asking the model for a final answer without tools.`,
-        });
-      }
-      const body = buildRequestBody(session, toolbox, capped);
-      emit({ type: 'sendRequest', model: session.model, body });
-      validateHistory(session.contents);
-      session.turnCount += 1;
-      const sendable = await conformBody(body, ports.backend, signal);
-
-      const accumulator = new ModelTurnAccumulator();
-      const caller = new FunctionCaller(toolbox.definitions, createContext);
-      for await (const chunk of ports.backend.streamGenerateContent(session.model, sendable, signal)) {
-        const delta = accumulator.push(chunk);
-        for (const text of delta.thoughts) emit({ type: 'thought', text });
-        for (const call of delta.functionCalls) {
-          const record: CallRecord =
-            call.providerId === undefined
-              ? { callId: call.callId, name: call.name, args: call.args }
-              : { callId: call.callId, name: call.name, args: call.args, providerId: call.providerId };
-          const definition = toolbox.definitions.get(call.name);
-          emit(withOptional({ type: 'functionCall', callId: call.callId, name: call.name, args: call.args }, {
-            icon: definition?.icon,
-            title: definition?.title,
-          }));
-          caller.call(record);
+      let caller: FunctionCaller;
+      if (recovered) {
+        caller = replayTurn(recovered, session, { ...environment, resultMetadata }, terminate, journal);
+        recovered = undefined;
+      } else {
+        const capped = session.turnCount >= session.maxTurns;
+        if (capped) {
+          emit({
+            type: 'thought',
+            text: `Turn limit reached (${session.maxTurns} turns): asking the model for a final answer without tools.`,
+          });
         }
-      }
-      const turn = accumulator.finish();
-      if (turn.usageMetadata) emit({ type: 'usageMetadata', metadata: turn.usageMetadata });
-      if (turn.content.parts.length > 0) session.contents.push(turn.content);
-      saveDeliverables(session, turn.content);
+        const body = buildRequestBody(session, toolbox, capped);
+        emit({ type: 'sendRequest', model: session.model, body });
+        validateHistory(session.contents);
+        session.turnCount += 1;
+        const sendable = await conformBody(body, ports.backend, signal);
 
-      if (capped) {
-        return { kind: 'done', result: { success: false, outcomes: answerOf(turn.content) } };
-      }
-      if (caller.size === 0) {
-        const refusal = refusalOf(turn.finishReason);
-        if (refusal) return { kind: 'fatal', message: refusal, code: 'MODEL_ERROR' };
-        const finishMessage = turn.candidateMetadata.finishMessage;
-        const correction = correctionFor(turn.finishReason, typeof finishMessage === 'string' ? finishMessage : undefined);
-        if (correction) {
-          // Tell the model what went wrong instead of sending the same request again.
-          addUserText(session, correction);
+        // One controller per request: a timeout or a broken answer stops the request and the calls it started.
+        const turnController = new AbortController();
+        const stopTurn = (): void => turnController.abort(signal.reason);
+        signal.addEventListener('abort', stopTurn, { once: true });
+        let openGate: () => void = () => undefined;
+        const sideEffectGate = journal
+          ? new Promise<void>((resolve) => {
+              openGate = resolve;
+            })
+          : undefined;
+        const turnEnvironment = { ...environment, signal: turnController.signal, resultMetadata };
+        caller = new FunctionCaller(
+          toolbox.definitions,
+          (call) => createFunctionContext(session, turnEnvironment, call.callId, terminate),
+          {
+            ...(sideEffectGate ? { sideEffectGate } : {}),
+            ...(journal ? { onSettled: (call, outcome) => journal.callSettled(session, call, outcome, result) } : {}),
+          },
+        );
+        const accumulator = new ModelTurnAccumulator();
+        let chunks = 0;
+        try {
+          const stream = guardModelStream(ports.backend.streamGenerateContent(session.model, sendable, turnController.signal), turnController, policy);
+          for await (const chunk of stream) {
+            chunks += 1;
+            const delta = accumulator.push(chunk);
+            for (const text of delta.thoughts) emit({ type: 'thought', text });
+            for (const call of delta.functionCalls) {
+              const record: CallRecord =
+                call.providerId === undefined
+                  ? { callId: call.callId, name: call.name, args: call.args }
+                  : { callId: call.callId, name: call.name, args: call.args, providerId: call.providerId };
+              const definition = toolbox.definitions.get(call.name);
+              emit(withOptional({ type: 'functionCall', callId: call.callId, name: call.name, args: call.args }, {
+                icon: definition?.icon,
+                title: definition?.title,
+              }));
+              caller.call(record);
+            }
+          }
+        } catch (error) {
+          if (signal.aborted) throw error;
+          const failure = toAgentError(error);
+          // The calls this partial answer started belong to an answer that will not be used.
+          turnController.abort(failure);
+          openGate();
+          await caller.settle();
+          // The backend retries what fails before its first chunk; a break mid-answer or a
+          // timeout is retried here, as a new request for the same turn.
+          const retryable = isTransient(failure) && (chunks > 0 || failure.code === 'TIMEOUT' || !retriedByBackend(failure));
+          if (!retryable || attempt >= policy.maxAttempts) throw failure;
+          await sleep(retryDelayMs(attempt, policy), signal);
+          attempt += 1;
+          session.turnCount -= 1;
+          continue;
+        } finally {
+          signal.removeEventListener('abort', stopTurn);
+        }
+        attempt = 1;
+        const turn = accumulator.finish();
+        if (turn.usageMetadata) emit({ type: 'usageMetadata', metadata: turn.usageMetadata });
+        if (turn.content.parts.length > 0) session.contents.push(turn.content);
+        saveDeliverables(session, turn.content);
+
+        if (capped) {
+          return { kind: 'done', result: { success: false, outcomes: answerOf(turn.content) } };
+        }
+        if (caller.size === 0) {
+          const refusal = refusalOf(turn.finishReason);
+          if (refusal) return { kind: 'fatal', message: refusal, code: 'MODEL_ERROR' };
+          const finishMessage = turn.candidateMetadata.finishMessage;
+          const correction = correctionFor(turn.finishReason, typeof finishMessage === 'string' ? finishMessage : undefined);
+          if (correction) {
+            // Tell the model what went wrong instead of sending the same request again.
+            addUserText(session, correction);
+            continue;
+          }
+          if (session.mode === 'chat') return { kind: 'done', result: { success: true, outcomes: answerOf(turn.content) } };
           continue;
         }
-        if (session.mode === 'chat') return { kind: 'done', result: { success: true, outcomes: answerOf(turn.content) } };
-        continue;
+        if (journal) await journal.turnReceived(session, caller.calls);
+        openGate();
       }
 
       const settled = await caller.settle();
@@ -181,15 +245,45 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
       session.contents.push({ role: 'user', parts });
       emit({ type: 'turnComplete' });
       if (result) return { kind: 'done', result };
+      if (journal) await journal.turnEnded(session);
     }
   } catch (error) {
-    if (signal.aborted) throw new AgentError('ABORTED', 'Run was stopped', { cause: error });
+    if (signal.aborted) throw abortError(signal, error);
     const agentError = toAgentError(error);
-    if (agentError.code === 'RATE_LIMITED' || agentError.code === 'MODEL_UNAVAILABLE') {
-      return { kind: 'pause', error: agentError };
-    }
+    if (isTransient(agentError)) return { kind: 'pause', error: agentError };
     return { kind: 'fatal', message: `Agent error: ${agentError.message}`, code: agentError.code };
   }
+}
+
+/**
+ * Finishes a turn recovered from a journal: calls with a recorded response keep it, a
+ * side-effecting call that had started is reported as interrupted, every other call runs again.
+ */
+function replayTurn(
+  recovered: RecoveredTurn,
+  session: LoopSession,
+  environment: LoopEnvironment & { resultMetadata: Map<string, JsonObject> },
+  terminate: (result: AgentResult) => void,
+  journal: TurnJournal | undefined,
+): FunctionCaller {
+  const { toolbox } = environment;
+  let result: AgentResult | undefined = recovered.result;
+  const caller = new FunctionCaller(
+    toolbox.definitions,
+    (call) => createFunctionContext(session, environment, call.callId, (value) => {
+      result ??= value;
+      terminate(value);
+    }),
+    journal ? { onSettled: (call, outcome) => journal.callSettled(session, call, outcome, result) } : {},
+  );
+  for (const journalled of recovered.calls) {
+    const { response, started, ...call } = journalled;
+    if (response !== undefined) caller.settleWith(call, { kind: 'response', response });
+    else if (started === true && toolbox.definitions.get(call.name)?.sideEffects === true) {
+      caller.settleWith(call, { kind: 'response', response: interruptedResponse(call) });
+    } else caller.call(call);
+  }
+  return caller;
 }
 
 /** The context a handler receives for one call. */
@@ -308,7 +402,14 @@ export function fatalOutcome(error: JsonObject): LoopOutcome {
 }
 
 function throwIfAborted(signal: AbortSignal): void {
-  if (signal.aborted) throw new AgentError('ABORTED', 'Run was stopped', { cause: signal.reason });
+  if (signal.aborted) throw abortError(signal, signal.reason);
+}
+
+/** Why a run stopped: the coded reason it was stopped with (a lost claim), else `ABORTED`. */
+function abortError(signal: AbortSignal, cause: unknown): AgentError {
+  const reason: unknown = signal.reason;
+  if (reason instanceof AgentError && reason.code !== 'ABORTED') return reason;
+  return new AgentError('ABORTED', 'Run was stopped', { cause });
 }
 
 function withOptional<T extends object, O extends Record<string, unknown>>(base: T, optional: O): T & Partial<O> {

@@ -1,7 +1,7 @@
 import { formatIssues, messageOf } from '../errors/index.js';
-import type { JsonObject, Part } from '../protocol/content.js';
 import type { FunctionContext, FunctionDefinition } from '../functions/index.js';
 import { isSuspend, type Suspend } from '../functions/index.js';
+import type { JsonObject, Part } from '../protocol/content.js';
 
 /** One function call of a model turn, as the loop tracks it. */
 export interface CallRecord {
@@ -25,6 +25,17 @@ export interface SettledCall {
   outcome: CallOutcome;
 }
 
+/** Options of a {@link FunctionCaller}. */
+export interface FunctionCallerOptions {
+  /**
+   * Side-effecting calls wait for this before they start (the turn is journalled first, so a
+   * crash can tell a call that ran from one that never started).
+   */
+  sideEffectGate?: Promise<void>;
+  /** Told about each call as it settles, in the order they settle. */
+  onSettled?(call: CallRecord, outcome: CallOutcome): void;
+}
+
 /**
  * Runs the function calls of one model turn. Each call starts as soon as it is parsed; calls
  * whose definition says `parallel: false` wait for every earlier call and hold back later ones.
@@ -33,6 +44,7 @@ export interface SettledCall {
 export class FunctionCaller {
   readonly #definitions: ReadonlyMap<string, FunctionDefinition>;
   readonly #createContext: (call: CallRecord) => FunctionContext;
+  readonly #options: FunctionCallerOptions;
   readonly #calls: CallRecord[] = [];
   readonly #tasks: Array<Promise<CallOutcome>> = [];
   /** Settles when the last exclusive call is done; every later call waits for it. */
@@ -41,30 +53,50 @@ export class FunctionCaller {
   constructor(
     definitions: ReadonlyMap<string, FunctionDefinition>,
     createContext: (call: CallRecord) => FunctionContext,
+    options: FunctionCallerOptions = {},
   ) {
     this.#definitions = definitions;
     this.#createContext = createContext;
+    this.#options = options;
   }
 
   get size(): number {
     return this.#calls.length;
   }
 
-  /** Starts `call` now (or after the exclusive calls before it). */
+  /** The calls of the turn so far, in call order. */
+  get calls(): readonly CallRecord[] {
+    return this.#calls;
+  }
+
+  /** Starts `call` now (or after the exclusive calls before it, or after the side-effect gate). */
   call(call: CallRecord): void {
-    const definition = this.#definitions.get(call.name);
-    const exclusive = definition?.parallel === false;
-    const before = exclusive ? Promise.allSettled([this.#barrier, ...this.#tasks]) : this.#barrier;
-    const task = before.then(() => invokeFunction(definition, call, () => this.#createContext(call)));
-    if (exclusive) this.#barrier = task.catch(() => undefined);
+    this.#track(call, (definition) => invokeFunction(definition, call, () => this.#createContext(call)));
+  }
+
+  /** Settles `call` with an outcome known without running it (a journalled result). */
+  settleWith(call: CallRecord, outcome: CallOutcome): void {
     this.#calls.push(call);
-    this.#tasks.push(task);
+    this.#tasks.push(Promise.resolve(outcome));
   }
 
   /** Waits for every call (siblings are never cancelled by a suspend) and returns them in order. */
   async settle(): Promise<SettledCall[]> {
     const outcomes = await Promise.all(this.#tasks);
     return outcomes.map((outcome, index) => ({ call: this.#calls[index] as CallRecord, outcome }));
+  }
+
+  #track(call: CallRecord, run: (definition: FunctionDefinition | undefined) => Promise<CallOutcome>): void {
+    const definition = this.#definitions.get(call.name);
+    const exclusive = definition?.parallel === false;
+    let before = exclusive ? Promise.allSettled([this.#barrier, ...this.#tasks]) : this.#barrier;
+    if (definition?.sideEffects === true && this.#options.sideEffectGate) before = Promise.all([before, this.#options.sideEffectGate]);
+    const task = before.then(() => run(definition));
+    if (exclusive) this.#barrier = task.catch(() => undefined);
+    const onSettled = this.#options.onSettled;
+    if (onSettled) void task.then((outcome) => onSettled(call, outcome), () => undefined);
+    this.#calls.push(call);
+    this.#tasks.push(task);
   }
 }
 

@@ -5,7 +5,7 @@ export type {
   UploadGeminiFileRequest,
   UploadGeminiFileResponse,
 } from './backend-client.js';
-export type { InteractionStore } from './interaction-store.js';
+export type { InteractionRecord, InteractionRecordWrite, InteractionStore } from './interaction-store.js';
 export type { DriveOperationsClient, DriveFile, SheetValues } from './drive-operations-client.js';
 
 import type { BackendClient } from './backend-client.js';

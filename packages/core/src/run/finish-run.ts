@@ -1,40 +1,85 @@
-import { composeFunctionGroups } from '../functions/index.js';
+import { AgentError } from '../errors/index.js';
+import { composeFunctionGroups, type FunctionGroup } from '../functions/index.js';
+import { saveInteraction, type InteractionClaim } from '../interactions/index.js';
 import { createToolbox, runAgentLoop, type LoopOutcome, type LoopSession, type Toolbox } from '../loop/agent-loop.js';
+import type { RecoveredTurn } from '../loop/turn-journal.js';
 import type { AgentPorts } from '../ports/index.js';
 import type { AgentResult } from '../protocol/events.js';
-import { toEnvelope, toSavedCalls, toSavedState } from './persistence.js';
+import type { RunEvent } from '../protocol/run-events.js';
+import { CheckpointJournal } from './checkpoint-journal.js';
+import { toSavedCalls, toSavedState } from './persistence.js';
 import type { RunEnvironment } from './run-environment.js';
-import type { RunEvent } from './run-events.js';
 import type { RunOptions } from './run-options.js';
 
-/** The toolbox of a run: the composed function groups, assembled once. */
+let defaultToolbox: Toolbox | undefined;
+
+/**
+ * The toolbox of a run: the composed function groups, assembled once. Runs with the built-in
+ * groups only share one toolbox per process.
+ */
 export function toolboxFor(options: RunOptions): Toolbox {
-  return createToolbox(composeFunctionGroups(options.functionGroups, options.defaultFunctionGroups !== false));
+  const extra: readonly FunctionGroup[] = options.functionGroups ?? [];
+  const includeDefaults = options.defaultFunctionGroups !== false;
+  if (extra.length === 0 && includeDefaults) {
+    defaultToolbox ??= createToolbox(composeFunctionGroups());
+    return defaultToolbox;
+  }
+  return createToolbox(composeFunctionGroups(extra, includeDefaults));
 }
 
-/** Runs the loop for a prepared session and reports how it ended. */
-export async function continueRun(
-  session: LoopSession,
-  toolbox: Toolbox,
-  ports: AgentPorts,
-  options: RunOptions,
-  environment: RunEnvironment,
-): Promise<void> {
-  const outcome = await runAgentLoop(session, { ports, toolbox, signal: environment.signal, emit: environment.emit });
-  await finishRun(outcome, session, ports, options, environment);
+/** One segment of a run: what it runs with, and the record it holds, if any. */
+export interface Segment {
+  session: LoopSession;
+  toolbox: Toolbox;
+  ports: AgentPorts;
+  options: RunOptions;
+  environment: RunEnvironment;
+  /** The record this segment holds (a resumed run, or a run that keeps checkpoints from its start). */
+  claim?: InteractionClaim;
+  /** A turn a crash interrupted, to finish first. */
+  recovered?: RecoveredTurn;
+}
+
+/**
+ * Runs the loop for a prepared segment and ends it: the outcome's events, and the held record
+ * committed (the run moved on to a durable point) or released (it stopped any other way, and
+ * stays resumable under the same id at once).
+ */
+export async function runSegment(segment: Segment): Promise<void> {
+  const { claim, environment } = segment;
+  if (claim) {
+    claim.startHeartbeat();
+    if (claim.lost.aborted) environment.abort(claim.lost.reason);
+    else claim.lost.addEventListener('abort', () => environment.abort(claim.lost.reason), { once: true });
+  }
+  try {
+    const journal = claim ? new CheckpointJournal(claim, segment.toolbox.definitions, segment.options) : undefined;
+    const outcome = await runAgentLoop(
+      segment.session,
+      {
+        ports: segment.ports,
+        toolbox: segment.toolbox,
+        signal: environment.signal,
+        emit: environment.emit,
+        ...(journal ? { journal } : {}),
+        ...(segment.options.modelPolicy ? { modelPolicy: segment.options.modelPolicy } : {}),
+      },
+      segment.recovered,
+    );
+    await finishSegment(outcome, segment);
+  } finally {
+    // Whatever stopped the segment early (a disconnect, a thrown error): the run stays resumable.
+    await claim?.release().catch(() => undefined);
+  }
 }
 
 /**
  * Turns a loop outcome into the last events of the segment, in the protocol's order: `finish` and
  * `complete`; `finish`, `error`, `complete{success:false}`; a saved suspend; or a saved pause.
  */
-export async function finishRun(
-  outcome: LoopOutcome,
-  session: LoopSession,
-  ports: AgentPorts,
-  options: RunOptions,
-  { emit }: RunEnvironment,
-): Promise<void> {
+export async function finishSegment(outcome: LoopOutcome, segment: Segment): Promise<void> {
+  const { session, ports, options, claim } = segment;
+  const { emit } = segment.environment;
   switch (outcome.kind) {
     case 'done': {
       const result: AgentResult = { ...outcome.result };
@@ -42,28 +87,42 @@ export async function finishRun(
       if (result.success && files.length > 0) result.intermediate = files.map(({ path, part }) => ({ path, content: part }));
       else delete result.intermediate;
       if (result.href === '/') delete result.href;
+      await claim?.commit();
       emit({ type: 'finish' });
       emit({ type: 'complete', result });
       return;
     }
     case 'fatal':
+      // A held record stays resumable from its last checkpoint (released by runSegment).
       emit({ type: 'finish' });
-      emit({ type: 'error', message: outcome.message, code: outcome.code });
+      emit(
+        claim
+          ? { type: 'error', message: outcome.message, code: outcome.code, interactionId: claim.id }
+          : { type: 'error', message: outcome.message, code: outcome.code },
+      );
       emit({ type: 'complete', result: { success: false } });
       return;
     case 'suspend': {
       const interactionId = crypto.randomUUID();
-      const state = toSavedState(session, 'suspend');
+      const state = toSavedState(session, 'suspend', options);
       state.calls = toSavedCalls(outcome.calls, outcome.pending);
       state.pendingCallId = outcome.pending.callId;
       state.precondition = outcome.suspend.precondition;
-      await ports.store.save(interactionId, toEnvelope(state, options));
+      await saveInteraction(ports.store, interactionId, state, options.owner);
+      await claim?.commit();
       emit({ ...outcome.suspend.event, interactionId } as RunEvent);
       return;
     }
     case 'pause': {
-      const interactionId = crypto.randomUUID();
-      await ports.store.save(interactionId, toEnvelope(toSavedState(session, 'pause'), options));
+      let interactionId: string;
+      if (claim) {
+        // The last checkpoint is this turn boundary: releasing the record is the pause.
+        interactionId = claim.id;
+        await claim.release();
+      } else {
+        interactionId = crypto.randomUUID();
+        await saveInteraction(ports.store, interactionId, toSavedState(session, 'checkpoint', options), options.owner);
+      }
       emit({
         type: 'error',
         message: `${outcome.error.message} (the run was saved; resume interaction ${interactionId} to retry)`,
@@ -73,4 +132,14 @@ export async function finishRun(
       return;
     }
   }
+}
+
+/** The error a resume gets when the record is held by a live claim elsewhere. */
+export function busyError(interactionId: string, until: number): AgentError {
+  const seconds = Math.max(1, Math.ceil((until - Date.now()) / 1000));
+  return new AgentError(
+    'CONFLICT',
+    `Interaction ${interactionId} is being resumed by another request; try again when it ends (or in ${seconds} s if that server stopped)`,
+    { details: { retryAfterSeconds: seconds } },
+  );
 }

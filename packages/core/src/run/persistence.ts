@@ -1,22 +1,20 @@
 import type { LoopSession } from '../loop/agent-loop.js';
 import type { CallRecord, SettledCall } from '../loop/function-caller.js';
-import {
-  INTERACTION_STATE_VERSION,
-  type InteractionEnvelope,
-  type InteractionState,
-  type SavedCall,
-} from './interaction-state.js';
+import { INTERACTION_STATE_VERSION, type InteractionState, type SavedCall } from './interaction-state.js';
 import type { RunOptions } from './run-options.js';
 
-/** The state of a session as it is saved: plain JSON, nothing shared with the live session. */
-export function toSavedState(session: LoopSession, kind: InteractionState['kind']): InteractionState {
+/**
+ * The state of a session as it is saved. It shares the session's arrays and objects: encode it
+ * before the session changes again (the store encoding does so at once).
+ */
+export function toSavedState(session: LoopSession, kind: InteractionState['kind'], options: RunOptions): InteractionState {
   const state: InteractionState = {
+    version: INTERACTION_STATE_VERSION,
+    createdAt: (options.now?.() ?? new Date()).toISOString(),
     kind,
     mode: session.mode,
     model: session.model,
     contents: session.contents,
-    calls: [],
-    precondition: false,
     fileSystem: session.fs.snapshot(),
     taskTree: session.taskTree.snapshot(),
     flags: session.flags,
@@ -35,15 +33,4 @@ export function toSavedCalls(calls: readonly SettledCall[], pending: CallRecord)
     if (call !== pending && outcome.kind === 'response') saved.response = outcome.response;
     return saved;
   });
-}
-
-/** Wraps a state in the versioned envelope, bound to the run's owner. */
-export function toEnvelope(state: InteractionState, options: RunOptions): InteractionEnvelope {
-  const value: InteractionEnvelope = {
-    version: INTERACTION_STATE_VERSION,
-    createdAt: (options.now?.() ?? new Date()).toISOString(),
-    state,
-  };
-  if (options.owner !== undefined) value.owner = options.owner;
-  return value;
 }

@@ -1,23 +1,30 @@
 import { AgentFileSystem, TaskTreeManager } from '../agent-fs/index.js';
-import { formatFirstIssue, messageOf } from '../errors/index.js';
+import { AgentError, messageOf } from '../errors/index.js';
 import { WEBPAGE_CONSENT } from '../functions/index.js';
+import { claimInteraction, type InteractionClaim } from '../interactions/index.js';
 import { createFunctionContext, fatalOutcome, type LoopOutcome, type LoopSession, type Toolbox } from '../loop/agent-loop.js';
 import { invokeFunction, toFunctionResponsePart } from '../loop/function-caller.js';
 import type { AgentPorts } from '../ports/index.js';
 import type { JsonObject, Part } from '../protocol/content.js';
 import type { AgentResult } from '../protocol/events.js';
-import { continueRun, finishRun, toolboxFor } from './finish-run.js';
-import { InteractionEnvelopeSchema, type InteractionState } from './interaction-state.js';
-import { driveRun, type RunEnvironment } from './run-environment.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
-import type { RunEvent } from './run-events.js';
+import type { RunEvent } from '../protocol/run-events.js';
+import { busyError, finishSegment, runSegment, toolboxFor } from './finish-run.js';
+import { readInteractionState, type InteractionState } from './interaction-state.js';
+import { toSavedState } from './persistence.js';
+import { driveRun, type RunEnvironment } from './run-environment.js';
 import { DEFAULT_MAX_TURNS, type RunOptions } from './run-options.js';
 
 /**
- * Resumes the suspended run saved under `interactionId` with the client's `response` and yields
- * the rest of its events. An interaction can be resumed once: an unknown or already-used id yields
- * one `error` event with code `INTERACTION_NOT_FOUND`; an interaction started by another owner is
- * refused with `FORBIDDEN` and stays resumable by its owner.
+ * Resumes the run saved under `interactionId` and yields the rest of its events: a suspended run
+ * with the client's `response`, a paused or interrupted run from its last checkpoint (the
+ * response is then ignored, so an answer is never applied twice).
+ *
+ * The run is claimed first: one resumer at a time, and only its owner. An unknown or finished id
+ * yields one `error` event with code `INTERACTION_NOT_FOUND`, another owner's run `FORBIDDEN`
+ * (and the run is not touched), a run another request is resuming `CONFLICT`. If the resumed
+ * segment stops without reaching its next durable point (the client left, a fatal error, the
+ * process died), the run stays resumable under the same id.
  *
  * @example
  * ```ts
@@ -34,56 +41,74 @@ export function resume(
 ): AsyncGenerator<RunEvent> {
   return driveRun(options, async (environment) => {
     const { emit } = environment;
-    const stored = await ports.store.take(interactionId);
-    if (stored === undefined || stored === null) {
-      emit({ type: 'error', message: `Unknown interaction ID: ${interactionId}`, code: 'INTERACTION_NOT_FOUND' });
+    const claimed = await claimInteraction(ports.store, interactionId, {
+      ...(options.owner === undefined ? {} : { owner: options.owner }),
+      ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+    });
+    if (claimed.status !== 'claimed') {
+      const error =
+        claimed.status === 'missing'
+          ? new AgentError('INTERACTION_NOT_FOUND', `Unknown interaction ID: ${interactionId}`)
+          : claimed.status === 'forbidden'
+            ? new AgentError('FORBIDDEN', `Interaction ${interactionId} belongs to another user`)
+            : busyError(interactionId, claimed.until);
+      emit({ type: 'error', message: error.message, code: error.code });
       return;
     }
-    const parsed = InteractionEnvelopeSchema.safeParse(stored);
-    if (!parsed.success) {
-      const where = formatFirstIssue('', parsed.error.issues).text;
-      emit({
-        type: 'error',
-        message: `Interaction ${interactionId} has a saved state this runtime cannot read (${where})`,
-        code: 'STORE_ERROR',
-      });
-      return;
+    const { claim } = claimed;
+    let prepared: Prepared | undefined;
+    try {
+      prepared = await prepare(claim, response as JsonObject, ports, options, environment);
+    } finally {
+      // Unreadable, or the answer itself ended the run: nothing will hold the record any longer.
+      if (!prepared) await claim.release().catch(() => undefined);
     }
-    const envelope = parsed.data;
-    if (envelope.owner !== undefined && envelope.owner !== options.owner) {
-      // Put it back untouched: the rightful owner can still resume it.
-      await ports.store.save(interactionId, stored);
-      emit({ type: 'error', message: `Interaction ${interactionId} belongs to another user`, code: 'FORBIDDEN' });
-      return;
-    }
-    const state = envelope.state;
-    const fs = AgentFileSystem.fromSnapshot(state.fileSystem as Parameters<typeof AgentFileSystem.fromSnapshot>[0]);
-    const session: LoopSession = {
-      mode: options.mode ?? state.mode,
-      model: options.model ?? state.model,
-      contents: state.contents,
-      fs,
-      taskTree: TaskTreeManager.fromSnapshot(state.taskTree as Parameters<typeof TaskTreeManager.fromSnapshot>[0], fs),
-      flags: state.flags,
-      consentsGranted: new Set(state.consentsGranted),
-      turnCount: state.turnCount,
-      maxTurns: options.maxTurns ?? DEFAULT_MAX_TURNS,
-    };
-    if (state.graph) session.graph = state.graph;
-    const toolbox = toolboxFor(options);
-    if (state.kind === 'suspend') {
-      const answered = await answerPendingCall(state, response as JsonObject, session, toolbox, ports, environment);
-      if (answered.kind === 'outcome') {
-        await finishRun(answered.outcome, session, ports, options, environment);
-        return;
-      }
-      const parts: Part[] = state.calls.map((call) =>
-        toFunctionResponsePart(call, call.callId === state.pendingCallId ? answered.response : (call.response ?? {})),
-      );
-      session.contents.push({ role: 'user', parts });
-    }
-    await continueRun(session, toolbox, ports, options, environment);
+    if (prepared) await runSegment({ ...prepared, ports, options, environment, claim });
   });
+}
+
+type Prepared = Pick<Parameters<typeof runSegment>[0], 'session' | 'toolbox' | 'recovered'>;
+
+/**
+ * Rebuilds the session from the claimed record and applies the client's answer, then records
+ * that as the first checkpoint, so a crash from here on never applies the answer again.
+ * `undefined` when the answer itself ended the run (its events are already out).
+ */
+async function prepare(
+  claim: InteractionClaim,
+  response: JsonObject,
+  ports: AgentPorts,
+  options: RunOptions,
+  environment: RunEnvironment,
+): Promise<Prepared | undefined> {
+  const state = readInteractionState(claim.id, claim.stateText);
+  const fs = AgentFileSystem.fromSnapshot(state.fileSystem as Parameters<typeof AgentFileSystem.fromSnapshot>[0]);
+  const session: LoopSession = {
+    mode: options.mode ?? state.mode,
+    model: options.model ?? state.model,
+    contents: state.contents,
+    fs,
+    taskTree: TaskTreeManager.fromSnapshot(state.taskTree as Parameters<typeof TaskTreeManager.fromSnapshot>[0], fs),
+    flags: state.flags,
+    consentsGranted: new Set(state.consentsGranted),
+    turnCount: state.turnCount,
+    maxTurns: options.maxTurns ?? DEFAULT_MAX_TURNS,
+  };
+  if (state.graph) session.graph = state.graph;
+  const toolbox = toolboxFor(options);
+  if (state.kind === 'checkpoint') return state.turn ? { session, toolbox, recovered: state.turn } : { session, toolbox };
+
+  const answered = await answerPendingCall(state, response, session, toolbox, ports, environment);
+  if (answered.kind === 'outcome') {
+    await finishSegment(answered.outcome, { session, toolbox, ports, options, environment, claim });
+    return undefined;
+  }
+  const parts: Part[] = (state.calls ?? []).map((call) =>
+    toFunctionResponsePart(call, call.callId === state.pendingCallId ? answered.response : (call.response ?? {})),
+  );
+  session.contents.push({ role: 'user', parts });
+  await claim.checkpoint(toSavedState(session, 'checkpoint', options));
+  return { session, toolbox };
 }
 
 /** What the client's answer made of the suspended call: its function response, or the run's end. */
@@ -102,7 +127,7 @@ async function answerPendingCall(
   ports: AgentPorts,
   environment: RunEnvironment,
 ): Promise<Answered> {
-  const call = state.calls.find((candidate) => candidate.callId === state.pendingCallId);
+  const call = state.calls?.find((candidate) => candidate.callId === state.pendingCallId);
   if (!call) return { kind: 'response', response };
   const definition = toolbox.definitions.get(call.name);
   let result: AgentResult | undefined;

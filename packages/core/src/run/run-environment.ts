@@ -1,13 +1,15 @@
 import { EventChannel } from '../channel/index.js';
 import { AgentError, toAgentError } from '../errors/index.js';
-import type { RunEvent } from './run-events.js';
+import type { RunEvent } from '../protocol/run-events.js';
 import type { RunOptions } from './run-options.js';
 
 /** What the body of a run uses to talk to its consumer. */
 export interface RunEnvironment {
   emit(event: RunEvent): void;
-  /** Aborts when the caller's signal aborts or the consumer stops reading. */
+  /** Aborts when the caller's signal aborts, the consumer stops reading, or `abort` is called. */
   signal: AbortSignal;
+  /** Stops the run; an `AgentError` reason other than `ABORTED` reaches the consumer as an `error` event. */
+  abort(reason: unknown): void;
 }
 
 /**
@@ -24,7 +26,11 @@ export async function* driveRun(
   const forwardAbort = (): void => controller.abort(options.signal?.reason);
   if (options.signal?.aborted) forwardAbort();
   else options.signal?.addEventListener('abort', forwardAbort, { once: true });
-  const environment: RunEnvironment = { emit: (event) => channel.push(event), signal: controller.signal };
+  const environment: RunEnvironment = {
+    emit: (event) => channel.push(event),
+    signal: controller.signal,
+    abort: (reason) => controller.abort(reason),
+  };
   void body(environment)
     .catch((error: unknown) => {
       const agentError = toAgentError(error);

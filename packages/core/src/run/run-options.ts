@@ -1,5 +1,6 @@
 import type { FunctionGroup } from '../functions/index.js';
 import type { LoopMode } from '../loop/agent-loop.js';
+import type { ModelPolicy } from '../loop/model-stream.js';
 
 /** The model used when a run names none. */
 export const DEFAULT_MODEL = 'gemini-3-flash-preview';
@@ -25,4 +26,17 @@ export interface RunOptions {
   owner?: string;
   /** Clock for the objective's date line and saved states. */
   now?: () => Date;
+  /** Model timeouts (idle, total) and retries of a model that failed mid-answer. */
+  modelPolicy?: ModelPolicy;
+  /**
+   * How long a claim on a saved run lasts without renewal (default 60 000 ms). A resumed run
+   * renews it while it runs; if the process dies, the run can be resumed again once it ran out.
+   */
+  leaseMs?: number;
+  /**
+   * Keeps checkpoints of this run from its first turn under this id (created, and held by this
+   * process): if the process dies, `resume(interactionId, {})` goes on from the last turn. Without
+   * it, a run is saved only when it suspends or pauses.
+   */
+  interactionId?: string;
 }

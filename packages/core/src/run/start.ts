@@ -4,9 +4,11 @@ import type { LoopSession } from '../loop/agent-loop.js';
 import type { AgentPorts } from '../ports/index.js';
 import type { LLMContent } from '../protocol/content.js';
 import type { StartRequest } from '../protocol/requests.js';
-import { continueRun, toolboxFor } from './finish-run.js';
+import { createClaimedInteraction } from '../interactions/index.js';
+import { runSegment, toolboxFor } from './finish-run.js';
+import { toSavedState } from './persistence.js';
 import { driveRun } from './run-environment.js';
-import type { RunEvent } from './run-events.js';
+import type { RunEvent } from '../protocol/run-events.js';
 import { DEFAULT_MAX_TURNS, DEFAULT_MODEL, type RunOptions } from './run-options.js';
 
 /**
@@ -58,7 +60,14 @@ export function run(request: StartRequest, ports: AgentPorts, options: RunOption
       maxTurns: options.maxTurns ?? DEFAULT_MAX_TURNS,
     };
     if (request.graph) session.graph = request.graph;
-    await continueRun(session, toolboxFor(options), ports, options, environment);
+    const claim =
+      options.interactionId === undefined
+        ? undefined
+        : await createClaimedInteraction(ports.store, options.interactionId, toSavedState(session, 'checkpoint', options), {
+            ...(options.owner === undefined ? {} : { owner: options.owner }),
+            ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+          });
+    await runSegment({ session, toolbox: toolboxFor(options), ports, options, environment, ...(claim ? { claim } : {}) });
   });
 }
 

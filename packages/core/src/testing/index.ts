@@ -6,6 +6,8 @@ export {
   type ConformanceAssert,
   type ConformanceCase,
   type ConformanceOptions,
+  type ConformanceStoreFactory,
+  type ConformanceStoreOptions,
   type ConformanceTestApi,
 } from './interaction-store-conformance.js';
 export {

@@ -4,38 +4,49 @@ import { describeInteractionStoreConformance, runInteractionStoreConformance } f
 import { createMemoryInteractionStore } from './memory-interaction-store.js';
 import { createScriptedBackendClient, functionCallChunk, textChunk, thoughtChunk } from './scripted-backend-client.js';
 
-describeInteractionStoreConformance('memory', () => createMemoryInteractionStore(), { describe, it, expect });
+describeInteractionStoreConformance('memory', (options) => createMemoryInteractionStore(options), { describe, it, expect });
 
 describe('the conformance suite can fail', () => {
-  it('catches a store whose take does not delete, and one that loses data', async () => {
-    const leaky = (): InteractionStore => {
-      const inner = createMemoryInteractionStore();
-      return { ...inner, take: async (id) => ((await inner.has(id)) ? (await inner.take(id).then(async (value) => { await inner.save(id, value); return value; })) : undefined) };
+  it('catches a store whose conditional write is not conditional, and one that loses data', async () => {
+    // Checks that a record exists, but not which version it is: two claimants can both win.
+    const careless = (): InteractionStore => {
+      const records = new Map<string, { meta: string; state: string; version: string }>();
+      let versions = 0;
+      return {
+        get: async (id) => records.get(id),
+        set: async (id, write, expected) => {
+          const current = records.get(id);
+          if (expected === null ? current !== undefined : current === undefined) return undefined;
+          versions += 1;
+          records.set(id, { meta: write.meta, state: write.state ?? current?.state ?? '', version: String(versions) });
+          return String(versions);
+        },
+        delete: async (id) => records.delete(id),
+      };
     };
-    const failures = (await runInteractionStoreConformance(leaky)).map((failure) => failure.name);
-    expect(failures).toContain('take is single use: a second take finds nothing');
-    expect(failures).toContain('ten concurrent takes of one id: exactly one gets the value');
+    const failures = (await runInteractionStoreConformance(careless)).map((failure) => failure.name);
+    expect(failures).toContain('a hundred conditional writes over one version: exactly one wins');
+    expect(failures).toContain('a hundred claimants of one interaction: exactly one claims it');
 
     const lossy = (): InteractionStore => {
       const inner = createMemoryInteractionStore();
-      return { ...inner, save: (id, value) => inner.save(id, JSON.parse(JSON.stringify(value).slice(0, 100_000).replace(/"[^"]*$/, '""}')) as unknown) };
+      return { ...inner, set: (id, write, expected) => inner.set(id, write.state ? { ...write, state: write.state.slice(0, 100_000) } : write, expected) };
     };
-    expect((await runInteractionStoreConformance(lossy)).map((failure) => failure.name)).toContain('large values survive whole');
+    expect((await runInteractionStoreConformance(lossy)).map((failure) => failure.name)).toContain('large states survive whole, and a meta-only write keeps them');
   });
 
-  it('relaxes only the race case for eventually consistent stores', async () => {
-    expect(await runInteractionStoreConformance(() => createMemoryInteractionStore(), { consistency: 'eventual' })).toEqual([]);
+  it('asks an eventually consistent store only for what it can do', async () => {
+    expect(await runInteractionStoreConformance((options) => createMemoryInteractionStore(options), { consistency: 'eventual' })).toEqual([]);
   });
 });
 
 describe('memory store', () => {
-  it('expires entries after the ttl', async () => {
+  it('expires records after the ttl', async () => {
     let now = 0;
     const store = createMemoryInteractionStore({ ttlMs: 1000, now: () => now });
-    await store.save('a', 1);
+    await store.set('a', { meta: '{}', state: '1' }, null);
     now = 1001;
-    expect(await store.has('a')).toBe(false);
-    expect(await store.take('a')).toBeUndefined();
+    expect(await store.get('a')).toBeUndefined();
   });
 });
 

@@ -1,5 +1,5 @@
-import type { ErrorCode } from '../errors/index.js';
-import type { AgentEvent, AgentEventOf, SuspendEvent } from '../protocol/events.js';
+import type { ErrorCode } from '../errors/agent-error.js';
+import type { AgentEvent, AgentEventOf, SuspendEvent } from './events.js';
 
 /** A suspend event as `run()` and `resume()` yield it: it always carries the id to resume with. */
 export type RunSuspendEvent = SuspendEvent extends infer E ? (E extends SuspendEvent ? E & { interactionId: string } : never) : never;

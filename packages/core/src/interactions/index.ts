@@ -1,0 +1,15 @@
+/**
+ * Suspended and running runs in an `InteractionStore`: the one encoding every store receives,
+ * claims with leases bound to an owner, checkpoints, commit and release.
+ */
+export {
+  claimInteraction,
+  createClaimedInteraction,
+  DEFAULT_LEASE_MS,
+  encodeState,
+  InteractionClaim,
+  saveInteraction,
+  type ClaimOptions,
+  type ClaimResult,
+} from './interaction-claims.js';
+export { DEFAULT_INTERACTION_TTL_MS, DEFAULT_MAX_STATE_BYTES, MAX_STATE_DEPTH, toJsonText, type JsonTextOptions } from './json-text.js';

@@ -1,0 +1,221 @@
+import { AgentError } from '../errors/index.js';
+import type { InteractionStore } from '../ports/index.js';
+import { DEFAULT_MAX_STATE_BYTES, toJsonText } from './json-text.js';
+
+/** How long a claim holds a record without renewing it, unless a run says otherwise. */
+export const DEFAULT_LEASE_MS = 60_000;
+
+/** What the runtime keeps in a record's `meta`. */
+interface RecordMeta {
+  /** Who may resume the record; absent: anyone. */
+  owner?: string;
+  /** Who holds the record now, and until when (epoch ms). */
+  lease?: { token: string; until: number };
+}
+
+/** Options of {@link saveInteraction} and {@link claimInteraction}. */
+export interface ClaimOptions {
+  /** The caller; a record bound to another owner is never claimed or changed by them. */
+  owner?: string;
+  /** How long the claim lasts without renewal. Default {@link DEFAULT_LEASE_MS}. */
+  leaseMs?: number;
+  /** Clock (epoch ms), for tests of lease expiry. */
+  now?: () => number;
+}
+
+/** What {@link claimInteraction} found. */
+export type ClaimResult =
+  | { status: 'claimed'; claim: InteractionClaim }
+  | { status: 'missing' }
+  | { status: 'forbidden' }
+  | { status: 'busy'; until: number };
+
+/**
+ * Encodes `state` for a store: the one encoding every store receives (see {@link toJsonText}),
+ * within the store's size limit.
+ */
+export function encodeState(store: InteractionStore, id: string, state: unknown): string {
+  return toJsonText(state, { label: `Interaction ${id}`, maxBytes: store.maxStateBytes ?? DEFAULT_MAX_STATE_BYTES });
+}
+
+/**
+ * Saves a new record nobody holds (a suspend or a pause), bound to `owner`. Ids are fresh, so a
+ * record already under `id` is a `CONFLICT`.
+ */
+export async function saveInteraction(store: InteractionStore, id: string, state: unknown, owner: string | undefined): Promise<void> {
+  const meta: RecordMeta = owner === undefined ? {} : { owner };
+  const version = await storeCall(id, 'save', () => store.set(id, { meta: JSON.stringify(meta), state: encodeState(store, id, state) }, null));
+  if (version === undefined) throw new AgentError('CONFLICT', `Interaction ${id} already exists`);
+}
+
+/**
+ * Creates a record held by the caller from the start (a run that keeps checkpoints from its
+ * first turn).
+ */
+export async function createClaimedInteraction(
+  store: InteractionStore,
+  id: string,
+  state: unknown,
+  options: ClaimOptions = {},
+): Promise<InteractionClaim> {
+  const now = options.now ?? Date.now;
+  const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+  const lease = { token: crypto.randomUUID(), until: now() + leaseMs };
+  const meta: RecordMeta = options.owner === undefined ? { lease } : { owner: options.owner, lease };
+  const metaText = JSON.stringify(meta);
+  const stateText = encodeState(store, id, state);
+  const version = await storeCall(id, 'save', () => store.set(id, { meta: metaText, state: stateText }, null));
+  if (version === undefined) throw new AgentError('CONFLICT', `Interaction ${id} already exists`);
+  return new InteractionClaim(store, id, stateText, meta, version, leaseMs, now);
+}
+
+/**
+ * Claims the record under `id` for the caller: atomically, for one claimant at a time, and only
+ * for its owner. A foreign or anonymous caller of an owned record gets `forbidden` without any
+ * write, so it can never disturb the owner; a record held by a live lease is `busy`; an expired
+ * lease (its holder died) can be claimed again.
+ */
+export async function claimInteraction(store: InteractionStore, id: string, options: ClaimOptions = {}): Promise<ClaimResult> {
+  const now = options.now ?? Date.now;
+  const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+  for (let attempt = 0; attempt < 3; attempt += 1) {
+    const record = await storeCall(id, 'read', () => store.get(id));
+    if (!record) return { status: 'missing' };
+    const meta = parseMeta(id, record.meta);
+    if (meta.owner !== undefined && meta.owner !== options.owner) return { status: 'forbidden' };
+    const current = now();
+    if (meta.lease && meta.lease.until > current) return { status: 'busy', until: meta.lease.until };
+    const held: RecordMeta = { ...meta, lease: { token: crypto.randomUUID(), until: current + leaseMs } };
+    const version = await storeCall(id, 'claim', () => store.set(id, { meta: JSON.stringify(held) }, record.version));
+    if (version !== undefined) {
+      return { status: 'claimed', claim: new InteractionClaim(store, id, record.state, held, version, leaseMs, now) };
+    }
+    // Another claimant wrote first: read again to report what it did.
+  }
+  return { status: 'busy', until: now() + leaseMs };
+}
+
+/**
+ * A record held by this process. Checkpoints overwrite its state, a heartbeat renews the lease,
+ * and the segment ends with `commit` (the record is done with) or `release` (resumable at once).
+ * Writes are serialised; a write that finds the record changed means another process took it
+ * over after the lease ran out: `lost` aborts, and the run must stop.
+ */
+export class InteractionClaim {
+  readonly id: string;
+  /** The state as it was stored when claimed. */
+  readonly stateText: string;
+  readonly #store: InteractionStore;
+  readonly #leaseMs: number;
+  readonly #now: () => number;
+  readonly #lost = new AbortController();
+  #meta: RecordMeta;
+  #version: string;
+  #queue: Promise<unknown> = Promise.resolve();
+  #heartbeat: ReturnType<typeof setInterval> | undefined;
+  #ended = false;
+
+  /** @internal Use {@link claimInteraction} or {@link createClaimedInteraction}. */
+  constructor(store: InteractionStore, id: string, stateText: string, meta: RecordMeta, version: string, leaseMs: number, now: () => number) {
+    this.#store = store;
+    this.id = id;
+    this.stateText = stateText;
+    this.#meta = meta;
+    this.#version = version;
+    this.#leaseMs = leaseMs;
+    this.#now = now;
+  }
+
+  /** Aborts when the record was taken over by another process (its reason is a `CONFLICT` error). */
+  get lost(): AbortSignal {
+    return this.#lost.signal;
+  }
+
+  /** Renews the lease every third of its length until the claim ends. */
+  startHeartbeat(): void {
+    if (this.#heartbeat !== undefined || this.#ended) return;
+    this.#heartbeat = setInterval(() => void this.renew().catch(() => undefined), Math.max(1, Math.floor(this.#leaseMs / 3)));
+  }
+
+  /** Extends the lease without touching the state. */
+  renew(): Promise<void> {
+    return this.#write(undefined);
+  }
+
+  /** Replaces the stored state (and extends the lease). */
+  checkpoint(state: unknown): Promise<void> {
+    const text = encodeState(this.#store, this.id, state);
+    return this.#write(text);
+  }
+
+  /** The segment reached a durable point elsewhere (a new suspend, the end): the record goes. */
+  async commit(): Promise<void> {
+    await this.#finish(async () => {
+      await this.#store.delete(this.id, this.#version);
+    });
+  }
+
+  /** The segment stopped without finishing: the record stays, resumable by its owner at once. */
+  async release(): Promise<void> {
+    await this.#finish(async () => {
+      const { lease: _released, ...meta } = this.#meta;
+      await this.#store.set(this.id, { meta: JSON.stringify(meta) }, this.#version);
+    });
+  }
+
+  #write(state: string | undefined): Promise<void> {
+    const task = this.#queue.then(async () => {
+      if (this.#ended || this.#lost.signal.aborted) return;
+      const meta: RecordMeta = { ...this.#meta, lease: { token: this.#meta.lease?.token ?? crypto.randomUUID(), until: this.#now() + this.#leaseMs } };
+      const write = state === undefined ? { meta: JSON.stringify(meta) } : { meta: JSON.stringify(meta), state };
+      const version = await storeCall(this.id, 'checkpoint', () => this.#store.set(this.id, write, this.#version));
+      if (version === undefined) {
+        this.#stop();
+        this.#lost.abort(new AgentError('CONFLICT', `Interaction ${this.id} was taken over by another process after its lease ran out`));
+        return;
+      }
+      this.#meta = meta;
+      this.#version = version;
+    });
+    this.#queue = task.catch(() => undefined);
+    return task;
+  }
+
+  async #finish(action: () => Promise<void>): Promise<void> {
+    this.#stop();
+    const task = this.#queue.then(async () => {
+      if (this.#ended || this.#lost.signal.aborted) return;
+      this.#ended = true;
+      await storeCall(this.id, 'finish', action);
+    });
+    this.#queue = task.catch(() => undefined);
+    await task;
+  }
+
+  #stop(): void {
+    if (this.#heartbeat !== undefined) clearInterval(this.#heartbeat);
+    this.#heartbeat = undefined;
+  }
+}
+
+function parseMeta(id: string, text: string): RecordMeta {
+  try {
+    const meta = JSON.parse(text) as unknown;
+    if (typeof meta === 'object' && meta !== null && !Array.isArray(meta)) return meta as RecordMeta;
+  } catch {
+    // Reported below.
+  }
+  throw new AgentError('STORE_ERROR', `Interaction ${id} has a record this runtime cannot read`);
+}
+
+/** Runs a store operation; anything it throws that is not already coded becomes `STORE_ERROR`. */
+async function storeCall<T>(id: string, action: string, operation: () => Promise<T>): Promise<T> {
+  try {
+    return await operation();
+  } catch (error) {
+    if (error instanceof AgentError) throw error;
+    // A driver's own message may name server paths or hosts: keep it as the cause, not the text.
+    const reason = (error as { code?: unknown }).code ?? (error as { name?: unknown }).name ?? 'error';
+    throw new AgentError('STORE_ERROR', `Could not ${action} interaction ${id} (${String(reason)})`, { cause: error });
+  }
+}

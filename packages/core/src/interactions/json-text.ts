@@ -1,0 +1,104 @@
+import { AgentError } from '../errors/index.js';
+import { formatPath } from '../errors/format-issues.js';
+
+/** The largest saved state the runtime writes, unless a store says less: 64 MiB of UTF-8 JSON. */
+export const DEFAULT_MAX_STATE_BYTES = 64 * 1024 * 1024;
+
+/** How long a store keeps a record after its last write, unless its factory says otherwise: 7 days. */
+export const DEFAULT_INTERACTION_TTL_MS = 7 * 24 * 60 * 60 * 1000;
+
+/** How deep a saved value may nest. Our own state nests about ten levels; the rest is the user's data. */
+export const MAX_STATE_DEPTH = 256;
+
+/** Options of {@link toJsonText}. */
+export interface JsonTextOptions {
+  /** Names the value in errors, e.g. `Interaction 6a28…`. */
+  label: string;
+  maxBytes?: number;
+  maxDepth?: number;
+}
+
+/**
+ * Serialises a value that must survive a store exactly: plain objects, arrays, strings, finite
+ * numbers, booleans and `null`. Anything JSON would change or drop silently (`NaN`, `Infinity`,
+ * `undefined` in an array, a `Date`, a class instance) or cannot hold (a `bigint`, a function, a
+ * cycle) is refused with `STORE_ERROR` naming where it is; a value deeper than `maxDepth` or
+ * bigger than `maxBytes` is refused too (`STORE_ERROR`, `PAYLOAD_TOO_LARGE`). Every store gets
+ * its values through this function, so every store refuses the same values the same way.
+ */
+export function toJsonText(value: unknown, options: JsonTextOptions): string {
+  checkJson(value, [], options.maxDepth ?? MAX_STATE_DEPTH, new Set(), options.label);
+  const text = JSON.stringify(value);
+  const maxBytes = options.maxBytes ?? DEFAULT_MAX_STATE_BYTES;
+  // Three bytes per UTF-16 unit is the worst case, so short texts need no exact count.
+  if (text.length * 3 > maxBytes) {
+    const size = utf8Length(text);
+    if (size > maxBytes) {
+      throw new AgentError('PAYLOAD_TOO_LARGE', `${options.label} is ${size} bytes of JSON, more than the limit of ${maxBytes} bytes`, {
+        details: { size, limit: maxBytes },
+      });
+    }
+  }
+  return text;
+}
+
+function checkJson(value: unknown, path: PropertyKey[], depthLeft: number, seen: Set<object>, label: string): void {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return;
+    case 'number':
+      if (!Number.isFinite(value)) refuse(label, path, `${value} is not JSON`);
+      return;
+    case 'object': {
+      if (value === null) return;
+      if (depthLeft === 0) refuse(label, path, `nests deeper than ${MAX_STATE_DEPTH} levels`);
+      if (seen.has(value)) refuse(label, path, 'refers to itself (a cycle)');
+      seen.add(value);
+      if (Array.isArray(value)) {
+        for (let index = 0; index < value.length; index += 1) {
+          path.push(index);
+          if (value[index] === undefined) refuse(label, path, 'undefined is not JSON');
+          checkJson(value[index], path, depthLeft - 1, seen, label);
+          path.pop();
+        }
+      } else {
+        const prototype = Object.getPrototypeOf(value) as unknown;
+        if (prototype !== Object.prototype && prototype !== null) {
+          refuse(label, path, `a ${(value as object).constructor?.name ?? 'non-plain'} object is not JSON`);
+        }
+        for (const key of Object.keys(value)) {
+          const item = (value as Record<string, unknown>)[key];
+          // JSON leaves out undefined properties; optional fields are written that way on purpose.
+          if (item === undefined) continue;
+          path.push(key);
+          checkJson(item, path, depthLeft - 1, seen, label);
+          path.pop();
+        }
+      }
+      seen.delete(value);
+      return;
+    }
+    default:
+      refuse(label, path, `a ${typeof value} is not JSON`);
+  }
+}
+
+function refuse(label: string, path: PropertyKey[], problem: string): never {
+  const where = formatPath('', path);
+  throw new AgentError('STORE_ERROR', `${label} cannot be saved: ${where}: ${problem}`, { details: { path: where } });
+}
+
+function utf8Length(text: string): number {
+  let size = 0;
+  for (let index = 0; index < text.length; index += 1) {
+    const code = text.charCodeAt(index);
+    if (code < 0x80) size += 1;
+    else if (code < 0x800) size += 2;
+    else if (code >= 0xd800 && code <= 0xdbff && index + 1 < text.length) {
+      size += 4;
+      index += 1;
+    } else size += 3;
+  }
+  return size;
+}

@@ -1,0 +1,116 @@
+import { AgentError, toAgentError } from '../errors/index.js';
+
+/** How long the loop waits for a model, and how it retries a model that failed mid-answer. */
+export interface ModelPolicy {
+  /** No chunk for this long ends the request with `TIMEOUT`. Default 60 000 ms. */
+  idleTimeoutMs?: number;
+  /** A whole answer taking longer than this ends the request with `TIMEOUT`. Default 600 000 ms. */
+  totalTimeoutMs?: number;
+  /** Requests per turn in total when the model fails transiently, the first included. Default 3. */
+  maxAttempts?: number;
+  /** First wait before a retry; doubled each time, with jitter. Default 1 000 ms. */
+  baseDelayMs?: number;
+  /** Longest wait before a retry. Default 30 000 ms. */
+  maxDelayMs?: number;
+}
+
+export const DEFAULT_MODEL_POLICY: Required<ModelPolicy> = {
+  idleTimeoutMs: 60_000,
+  totalTimeoutMs: 600_000,
+  maxAttempts: 3,
+  baseDelayMs: 1_000,
+  maxDelayMs: 30_000,
+};
+
+/** Codes of failures that may pass if the same request is sent again later. */
+const TRANSIENT_CODES: ReadonlySet<string> = new Set(['RATE_LIMITED', 'MODEL_UNAVAILABLE', 'TIMEOUT']);
+
+/** Whether a model failure is worth retrying or pausing on (rather than ending the run). */
+export function isTransient(error: AgentError): boolean {
+  return TRANSIENT_CODES.has(error.code);
+}
+
+/** Whether the backend client already retried this failure itself (so the loop should not). */
+export function retriedByBackend(error: AgentError): boolean {
+  const attempts = error.details?.attempts;
+  return typeof attempts === 'number' && attempts > 1;
+}
+
+/**
+ * Iterates a model stream under the policy's timeouts. One timer per request, re-armed only
+ * when it fires, so a chunk costs a clock read. On a timeout `controller` is aborted (the
+ * request stops) and the iteration throws `TIMEOUT`, even from a stream that ignores the abort.
+ */
+export async function* guardModelStream<T>(
+  stream: AsyncIterable<T>,
+  controller: AbortController,
+  policy: Required<ModelPolicy>,
+): AsyncGenerator<T> {
+  const iterator = stream[Symbol.asyncIterator]();
+  const started = Date.now();
+  let lastChunk = started;
+  let timeout: AgentError | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let rejectTimeout: (error: AgentError) => void = () => undefined;
+  const timedOut = new Promise<never>((_, reject) => {
+    rejectTimeout = reject;
+  });
+  timedOut.catch(() => undefined);
+  const fire = (error: AgentError): void => {
+    timeout = error;
+    controller.abort(error);
+    rejectTimeout(error);
+  };
+  const arm = (): void => {
+    const now = Date.now();
+    const idleLeft = lastChunk + policy.idleTimeoutMs - now;
+    const totalLeft = started + policy.totalTimeoutMs - now;
+    if (totalLeft <= 0) fire(new AgentError('TIMEOUT', `The model did not finish its answer within ${policy.totalTimeoutMs} ms`));
+    else if (idleLeft <= 0) fire(new AgentError('TIMEOUT', `The model sent nothing for ${policy.idleTimeoutMs} ms`));
+    else timer = setTimeout(arm, Math.min(idleLeft, totalLeft));
+  };
+  arm();
+  let done = false;
+  try {
+    for (;;) {
+      const next = await Promise.race([iterator.next(), timedOut]);
+      if (next.done) {
+        done = true;
+        return;
+      }
+      lastChunk = Date.now();
+      yield next.value;
+    }
+  } catch (error) {
+    throw timeout ?? toAgentError(error);
+  } finally {
+    clearTimeout(timer);
+    // Stopped early (a timeout, an error, the consumer left): let the stream release its request.
+    if (!done) void Promise.resolve(iterator.return?.()).catch(() => undefined);
+  }
+}
+
+/** The wait before retry `attempt` (1-based): exponential with jitter, capped. */
+export function retryDelayMs(attempt: number, policy: Required<ModelPolicy>): number {
+  const backoff = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1));
+  return backoff * (0.5 + Math.random() * 0.5);
+}
+
+/** Sleeps `ms`, or rejects with `ABORTED` when `signal` aborts first. */
+export function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(new AgentError('ABORTED', 'Run was stopped', { cause: signal.reason }));
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(new AgentError('ABORTED', 'Run was stopped', { cause: signal.reason }));
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
