@@ -41,10 +41,13 @@ export type {
   BackendClient,
   DriveFile,
   DriveOperationsClient,
+  DriveUploadMedia,
   ExecuteStepRequest,
   ExecuteStepResponse,
   InteractionStore,
+  SheetProperties,
   SheetValues,
+  SpreadsheetMetadata,
   UploadGeminiFileRequest,
   UploadGeminiFileResponse,
 } from './ports/index.js';
