@@ -11,3 +11,8 @@ export {
   type RetryOptions,
 } from './gemini-backend-client.js';
 export { createUpstreamBackendClient, type UpstreamBackendClientOptions } from './upstream-backend-client.js';
+export {
+  createHttpDriveOperationsClient,
+  type DriveBaseUrls,
+  type HttpDriveOperationsClientOptions,
+} from './http-drive-operations-client.js';

@@ -6,7 +6,14 @@ export type {
   UploadGeminiFileResponse,
 } from './backend-client.js';
 export type { InteractionRecord, InteractionRecordWrite, InteractionStore } from './interaction-store.js';
-export type { DriveOperationsClient, DriveFile, SheetValues } from './drive-operations-client.js';
+export type {
+  DriveFile,
+  DriveOperationsClient,
+  DriveUploadMedia,
+  SheetProperties,
+  SheetValues,
+  SpreadsheetMetadata,
+} from './drive-operations-client.js';
 
 import type { BackendClient } from './backend-client.js';
 import type { DriveOperationsClient } from './drive-operations-client.js';

@@ -26,3 +26,12 @@ export {
 } from './scripted-backend-client.js';
 export { createSimulatedGemini, type SimulatedGemini, type SimulatedGeminiOptions } from './simulated-gemini.js';
 export { SIMULATED_IMAGE_PNG, simulatedExecuteStep, toneWav } from './simulated-media.js';
+export {
+  createFakeGoogleDrive,
+  type FakeGoogleDrive,
+  type FakeGoogleDriveBaseUrls,
+  type FakeGoogleDriveFailure,
+  type FakeGoogleDriveFileSeed,
+  type FakeGoogleDriveOptions,
+  type FakeGoogleDriveRequest,
+} from './fake-google-drive.js';
