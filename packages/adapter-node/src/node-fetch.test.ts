@@ -24,4 +24,33 @@ describe('createNodeFetch', () => {
       await new Promise((resolve) => server.close(resolve));
     }
   });
+
+  it('never queues a request behind two hundred streams that hang', async () => {
+    const hung: Array<import('node:http').ServerResponse> = [];
+    const server = createServer((request, response) => {
+      if (request.url === '/hang') {
+        response.writeHead(200, { 'content-type': 'text/event-stream' });
+        response.write(': waiting\n\n');
+        hung.push(response);
+        return;
+      }
+      response.end('fresh');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const pooled = createNodeFetch();
+    const controller = new AbortController();
+    try {
+      const streams = await Promise.all(Array.from({ length: 200 }, () => pooled(`${base}/hang`, { signal: controller.signal })));
+      expect(streams.every((response) => response.ok)).toBe(true);
+      expect(hung).toHaveLength(200);
+      expect(await (await pooled(`${base}/fresh`)).text()).toBe('fresh');
+    } finally {
+      controller.abort();
+      for (const response of hung) response.destroy();
+      await pooled.close();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
 });

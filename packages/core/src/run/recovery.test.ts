@@ -1,0 +1,280 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { AgentError } from '../errors/index.js';
+import { defineFunction, type FunctionGroup } from '../functions/index.js';
+import { createClaimedInteraction } from '../interactions/index.js';
+import type { AgentPorts, BackendClient } from '../ports/index.js';
+import type { GenerateContentResponse } from '../protocol/gemini.js';
+import type { JsonObject, LLMContent } from '../protocol/content.js';
+import type { ResumeResponse } from '../protocol/resume-responses.js';
+import type { RunEvent } from '../protocol/run-events.js';
+import {
+  createMemoryInteractionStore,
+  createScriptedBackendClient,
+  functionCallChunk,
+  thoughtChunk,
+  type ScriptedRequest,
+} from '../testing/index.js';
+import { INTERACTION_STATE_VERSION, type InteractionState } from './interaction-state.js';
+import { resume, run, type RunOptions } from './index.js';
+
+async function collect(events: AsyncIterable<RunEvent>): Promise<RunEvent[]> {
+  const all: RunEvent[] = [];
+  for await (const event of events) all.push(event);
+  return all;
+}
+
+const start = (text: string) => ({ segments: [{ type: 'text' as const, text }] });
+const fast: RunOptions = { modelPolicy: { baseDelayMs: 1, maxDelayMs: 5 } };
+
+/** The function responses the model got in a request, by function name. */
+function responsesIn(request: ScriptedRequest | undefined): Array<{ name: string; response: JsonObject }> {
+  return (request?.body.contents ?? []).flatMap((content) =>
+    content.parts.flatMap((part) => (part.functionResponse ? [part.functionResponse as { name: string; response: JsonObject }] : [])),
+  );
+}
+
+/** Whether a request already carries a function response for `name`. */
+const answered = (request: ScriptedRequest, name: string) => responsesIn(request).some((response) => response.name === name);
+
+const done = (text: string) => [functionCallChunk('system_objective_fulfilled', { objective_outcome: text })];
+
+describe('never lose a run', () => {
+  it('keeps a resumed run whose client left resumable under the same id, and applies the answer once', async () => {
+    const controller = new AbortController();
+    const backend = createScriptedBackendClient(async (request) => {
+      if (!answered(request, 'chat_request_user_input')) {
+        return [functionCallChunk('chat_request_user_input', { user_message: 'Your name?', input_type: 'text' })];
+      }
+      // The first resumed request: the client goes away while the model is answering.
+      if (backend.requests.length === 2) {
+        controller.abort();
+        return [thoughtChunk('thinking…'), thoughtChunk('still thinking…')];
+      }
+      return done('Hello!');
+    }, { chunkDelayMs: 5 });
+    const ports: AgentPorts = { backend, store: createMemoryInteractionStore() };
+    const suspended = (await collect(run(start('Greet me'), ports))).at(-1);
+    if (suspended?.type !== 'waitForInput') throw new Error('expected waitForInput');
+    const id = suspended.interactionId;
+
+    const cut = await collect(resume(id, { input: { role: 'user', parts: [{ text: 'Ada' }] } }, ports, { signal: controller.signal }));
+    expect(cut.map((event) => event.type)).not.toContain('complete');
+
+    const again = await collect(resume(id, { input: { role: 'user', parts: [{ text: 'Eve' }] } }, ports));
+    expect(again.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+    const last = backend.requests.at(-1);
+    const inputs = responsesIn(last).filter((response) => response.name === 'chat_request_user_input');
+    expect(inputs).toEqual([{ name: 'chat_request_user_input', response: { user_input: 'Ada' } }]);
+    // Finished: the id is gone.
+    expect((await collect(resume(id, {}, ports))).at(-1)).toMatchObject({ type: 'error', code: 'INTERACTION_NOT_FOUND' });
+  });
+
+  it('goes on from the last checkpoint after a crash: recorded calls keep their results, an interrupted side effect is reported, the rest run again', async () => {
+    const ran = { lookup: 0, send_email: 0 };
+    const tools: FunctionGroup = {
+      name: 'tools',
+      functions: [
+        defineFunction({
+          name: 'lookup',
+          description: 'Looks a word up.',
+          parameters: z.object({ word: z.string() }),
+          handler: async ({ word }) => {
+            ran.lookup += 1;
+            return { meaning: `meaning of ${word}` };
+          },
+        }),
+        defineFunction({
+          name: 'send_email',
+          description: 'Sends an email.',
+          parameters: z.object({ to: z.string() }),
+          sideEffects: true,
+          handler: async () => {
+            ran.send_email += 1;
+            return { sent: true };
+          },
+        }),
+      ],
+    };
+    const store = createMemoryInteractionStore();
+    const objective: LLMContent = { role: 'user', parts: [{ text: '<objective>Do it</objective>' }] };
+    const modelTurn: LLMContent = {
+      role: 'model',
+      parts: [
+        { functionCall: { name: 'lookup', args: { word: 'alpha' } }, thoughtSignature: 'sig' },
+        { functionCall: { name: 'send_email', args: { to: 'ada@example.com' } } },
+        { functionCall: { name: 'lookup', args: { word: 'beta' } } },
+      ],
+    };
+    const state: InteractionState = {
+      version: INTERACTION_STATE_VERSION,
+      createdAt: new Date(0).toISOString(),
+      kind: 'checkpoint',
+      mode: 'objective',
+      model: 'gemini-test',
+      contents: [objective, modelTurn],
+      fileSystem: { files: [], routes: {}, fileCount: 0 },
+      taskTree: { tree: null },
+      flags: {},
+      consentsGranted: [],
+      turnCount: 1,
+      turn: {
+        calls: [
+          { callId: 'c1', name: 'lookup', args: { word: 'alpha' }, response: { meaning: 'recorded meaning' } },
+          { callId: 'c2', name: 'send_email', args: { to: 'ada@example.com' }, started: true },
+          { callId: 'c3', name: 'lookup', args: { word: 'beta' } },
+        ],
+      },
+    };
+    // A process claimed the run, wrote this checkpoint, and died: its short lease runs out.
+    await createClaimedInteraction(store, 'crashed', state, { owner: 'alice', leaseMs: 20 });
+    const backend = createScriptedBackendClient([done('All done')]);
+    const ports: AgentPorts = { backend, store };
+    const busy = await collect(resume('crashed', {}, ports, { owner: 'alice', functionGroups: [tools] }));
+    expect(busy).toEqual([expect.objectContaining({ type: 'error', code: 'CONFLICT' })]);
+    await new Promise((resolve) => setTimeout(resolve, 30));
+
+    const events = await collect(resume('crashed', {}, ports, { owner: 'alice', functionGroups: [tools] }));
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+    expect(backend.requests).toHaveLength(1);
+    expect(responsesIn(backend.requests[0])).toEqual([
+      { name: 'lookup', response: { meaning: 'recorded meaning' } },
+      { name: 'send_email', response: { error: expect.stringContaining('was running when the run stopped and was not run again') } },
+      { name: 'lookup', response: { meaning: 'meaning of beta' } },
+    ]);
+    expect(ran).toEqual({ lookup: 1, send_email: 0 });
+    // The model's own turn went back unchanged, signature included.
+    expect(backend.requests[0]?.body.contents[1]).toEqual(modelTurn);
+  });
+
+  it('retries a model stream that breaks off mid-answer, then pauses with a code and an id, and resuming completes', async () => {
+    let broken = true;
+    const requests: unknown[] = [];
+    const backend = flakyBackend(async function* (body) {
+      requests.push(body);
+      yield thoughtChunk('Starting…');
+      if (broken) throw new AgentError('MODEL_UNAVAILABLE', 'The answer from Gemini broke off: terminated');
+      yield* done('Recovered');
+    });
+    const ports: AgentPorts = { backend, store: createMemoryInteractionStore() };
+    const events = await collect(run(start('Work'), ports, fast));
+    const error = events.at(-1);
+    expect(error).toMatchObject({ type: 'error', code: 'MODEL_UNAVAILABLE', interactionId: expect.any(String) });
+    expect(requests).toHaveLength(3);
+    broken = false;
+    const resumed = await collect(resume((error as { interactionId: string }).interactionId, {}, ports, fast));
+    expect(resumed.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+  });
+
+  it('ends a model request that stalls, retries it, then pauses with TIMEOUT', async () => {
+    let requests = 0;
+    const backend = flakyBackend(async function* (_body, signal) {
+      requests += 1;
+      yield thoughtChunk('Let me think…');
+      // Never another chunk: only the abort ends the wait.
+      await new Promise((resolve) => signal?.addEventListener('abort', resolve, { once: true }));
+    });
+    const ports: AgentPorts = { backend, store: createMemoryInteractionStore() };
+    const events = await collect(run(start('Work'), ports, { modelPolicy: { idleTimeoutMs: 30, baseDelayMs: 1 } }));
+    expect(events.at(-1)).toMatchObject({ type: 'error', code: 'TIMEOUT', interactionId: expect.any(String) });
+    expect(requests).toBe(3);
+  });
+
+  it('lets only the owner resume when a hundred strangers race for the same run, and calls the model once', async () => {
+    const backend = createScriptedBackendClient(async (request) =>
+      answered(request, 'chat_request_user_input')
+        ? done('Hello owner')
+        : [functionCallChunk('chat_request_user_input', { user_message: 'Your name?' })],
+    );
+    const ports: AgentPorts = { backend, store: createMemoryInteractionStore() };
+    const suspended = (await collect(run(start('Greet me'), ports, { owner: 'owner' }))).at(-1);
+    if (suspended?.type !== 'waitForInput') throw new Error('expected waitForInput');
+    const answer: ResumeResponse = { input: { role: 'user', parts: [{ text: 'Ada' }] } };
+    const attempts = [
+      ...Array.from({ length: 100 }, (_, index) => collect(resume(suspended.interactionId, answer, ports, { owner: `stranger-${index}` }))),
+      collect(resume(suspended.interactionId, answer, ports, { owner: 'owner' })),
+    ];
+    const outcomes = await Promise.all(attempts);
+    const owners = outcomes.at(-1) as RunEvent[];
+    expect(owners.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+    expect(outcomes.slice(0, 100).every((events) => events.length === 1 && events[0]?.type === 'error' && events[0].code === 'FORBIDDEN')).toBe(true);
+    expect(backend.requests).toHaveLength(2);
+  });
+
+  it('refuses a second simultaneous resume with CONFLICT', async () => {
+    const backend = createScriptedBackendClient(async (request) =>
+      answered(request, 'chat_request_user_input')
+        ? done('Hello')
+        : [functionCallChunk('chat_request_user_input', { user_message: 'Your name?' })],
+      { chunkDelayMs: 20 },
+    );
+    const ports: AgentPorts = { backend, store: createMemoryInteractionStore() };
+    const suspended = (await collect(run(start('Greet me'), ports))).at(-1);
+    if (suspended?.type !== 'waitForInput') throw new Error('expected waitForInput');
+    const answer: ResumeResponse = { input: { role: 'user', parts: [{ text: 'Ada' }] } };
+    const [first, second] = await Promise.all([
+      collect(resume(suspended.interactionId, answer, ports)),
+      collect(resume(suspended.interactionId, answer, ports)),
+    ]);
+    const codes = [first, second].map((events) => events.at(-1)).map((event) => (event?.type === 'error' ? event.code : event?.type));
+    expect(codes.sort()).toEqual(['CONFLICT', 'complete']);
+  });
+
+  it('keeps a resumed run resumable after a fatal model error, under the same id', async () => {
+    let refuse = true;
+    const backend = createScriptedBackendClient(async (request) => {
+      if (!answered(request, 'chat_request_user_input')) return [functionCallChunk('chat_request_user_input', { user_message: 'Name?' })];
+      if (refuse) {
+        refuse = false;
+        throw new AgentError('MODEL_ERROR', 'Request contains an invalid argument.');
+      }
+      return done('Hello again');
+    });
+    const ports: AgentPorts = { backend, store: createMemoryInteractionStore() };
+    const suspended = (await collect(run(start('Greet me'), ports))).at(-1);
+    if (suspended?.type !== 'waitForInput') throw new Error('expected waitForInput');
+    const failed = await collect(resume(suspended.interactionId, { input: { parts: [{ text: 'Ada' }] } }, ports));
+    expect(failed.slice(-3)).toEqual([
+      { type: 'finish' },
+      { type: 'error', message: 'Agent error: Request contains an invalid argument.', code: 'MODEL_ERROR', interactionId: suspended.interactionId },
+      { type: 'complete', result: { success: false } },
+    ]);
+    const retried = await collect(resume(suspended.interactionId, {}, ports));
+    expect(retried.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+  });
+
+  it('keeps checkpoints from the first turn when a run is given an id, so a stopped run goes on', async () => {
+    const controller = new AbortController();
+    const backend = createScriptedBackendClient(async (request) => {
+      if (!answered(request, 'system_write_file')) {
+        return [functionCallChunk('system_write_file', { file_name: 'notes', content: 'first turn' })];
+      }
+      if (backend.requests.length === 2) {
+        controller.abort();
+        return [thoughtChunk('…')];
+      }
+      return done('Wrote <file src="/mnt/notes.txt" />');
+    }, { chunkDelayMs: 5 });
+    const ports: AgentPorts = { backend, store: createMemoryInteractionStore() };
+    const stopped = await collect(run(start('Write notes'), ports, { interactionId: 'session-1', signal: controller.signal }));
+    expect(stopped.map((event) => event.type)).not.toContain('complete');
+    const resumed = await collect(resume('session-1', {}, ports));
+    const complete = resumed.at(-1);
+    expect(complete).toMatchObject({ type: 'complete', result: { success: true } });
+    expect(JSON.stringify(complete)).toContain('first turn');
+    expect(backend.requests.filter((request) => !answered(request, 'system_write_file'))).toHaveLength(1);
+  });
+});
+
+/** A backend whose model turn is an async generator of chunks (so it can break or stall mid-answer). */
+function flakyBackend(
+  turn: (body: unknown, signal: AbortSignal | undefined) => AsyncGenerator<GenerateContentResponse>,
+): BackendClient {
+  const unsupported = () => Promise.reject(new AgentError('NOT_IMPLEMENTED', 'not in this test'));
+  return {
+    streamGenerateContent: (_model, body, signal) => turn(body, signal),
+    executeStep: unsupported,
+    uploadGeminiFile: unsupported,
+    uploadBlobFile: unsupported,
+  };
+}
