@@ -270,14 +270,19 @@ export class AgentFileSystem {
    * be registered again). Throws `STORE_ERROR` naming the first invalid field.
    */
   static fromSnapshot(snapshot: FileSystemSnapshot): AgentFileSystem {
-    const parsed = FileSystemSnapshotSchema.safeParse(snapshot);
-    if (!parsed.success) {
-      throw new AgentError('STORE_ERROR', `Invalid file system snapshot: ${formatFirstIssue('', parsed.error.issues).text}`);
+    // Resuming is on the hot path: a plain shape check first, the schema only to name what is wrong.
+    let data = snapshot;
+    if (!looksLikeSnapshot(snapshot)) {
+      const parsed = FileSystemSnapshotSchema.safeParse(snapshot);
+      if (!parsed.success) {
+        throw new AgentError('STORE_ERROR', `Invalid file system snapshot: ${formatFirstIssue('', parsed.error.issues).text}`);
+      }
+      data = parsed.data;
     }
     const fileSystem = new AgentFileSystem();
-    for (const { path, ...descriptor } of parsed.data.files) fileSystem.#files.set(path, descriptor);
-    for (const [name, original] of Object.entries(parsed.data.routes)) fileSystem.#routes.set(name, original);
-    fileSystem.#fileCount = parsed.data.fileCount;
+    for (const { path, ...descriptor } of data.files) fileSystem.#files.set(path, descriptor);
+    for (const [name, original] of Object.entries(data.routes)) fileSystem.#routes.set(name, original);
+    fileSystem.#fileCount = data.fileCount;
     return fileSystem;
   }
 
@@ -287,6 +292,26 @@ export class AgentFileSystem {
     }
     return undefined;
   }
+}
+
+const FILE_TYPES: ReadonlySet<unknown> = new Set(['text', 'inlineData', 'fileData', 'storedData']);
+
+/** Whether `value` has exactly the shape {@link FileSystemSnapshotSchema} accepts (checked by hand: no allocation). */
+function looksLikeSnapshot(value: unknown): value is FileSystemSnapshot {
+  if (typeof value !== 'object' || value === null) return false;
+  const { files, routes, fileCount } = value as Partial<FileSystemSnapshot>;
+  if (!Array.isArray(files) || typeof routes !== 'object' || routes === null || Array.isArray(routes)) return false;
+  if (typeof fileCount !== 'number' || !Number.isInteger(fileCount) || fileCount < 0) return false;
+  for (const file of files as unknown[]) {
+    if (typeof file !== 'object' || file === null) return false;
+    const entry = file as Record<string, unknown>;
+    if (typeof entry.path !== 'string' || typeof entry.data !== 'string' || typeof entry.mimeType !== 'string') return false;
+    if (!FILE_TYPES.has(entry.type)) return false;
+    if (entry.title !== undefined && typeof entry.title !== 'string') return false;
+    if (entry.resourceKey !== undefined && typeof entry.resourceKey !== 'string') return false;
+  }
+  for (const key in routes) if (typeof (routes as Record<string, unknown>)[key] !== 'string') return false;
+  return true;
 }
 
 /** `mnt/x` → `/mnt/x`, `x` → `/mnt/x`; absolute paths stay as they are (reference §5.2). */

@@ -102,6 +102,8 @@ export class TaskTreeManager {
 
   /** A manager holding the tree of `snapshot`, saving into `fs`. Throws `STORE_ERROR` naming the first invalid field. */
   static fromSnapshot(snapshot: TaskTreeSnapshot, fs: AgentFileSystem): TaskTreeManager {
+    // Most runs never plan: no tree, nothing to check.
+    if (typeof snapshot === 'object' && snapshot !== null && snapshot.tree === null) return new TaskTreeManager(fs);
     const parsed = TaskTreeSnapshotSchema.safeParse(snapshot);
     if (!parsed.success) {
       throw new AgentError('STORE_ERROR', `Invalid task tree snapshot: ${formatFirstIssue('', parsed.error.issues).text}`);

@@ -128,6 +128,7 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
         }
         const body = buildRequestBody(session, toolbox, capped);
         emit({ type: 'sendRequest', model: session.model, body });
+        if (journal) await journal.requestStarting(session);
         validateHistory(session.contents);
         session.turnCount += 1;
         const sendable = await conformBody(body, ports.backend, signal);

@@ -9,6 +9,8 @@ import type { LoopSession } from './agent-loop.js';
  * model request; `callSettled` may record lazily.
  */
 export interface TurnJournal {
+  /** A model request is about to go out (its `sendRequest` event is out); the history is at a turn boundary. */
+  requestStarting(session: LoopSession): Promise<void>;
   /** The model's turn is in the history and these calls are about to run. */
   turnReceived(session: LoopSession, calls: readonly CallRecord[]): Promise<void>;
   /** One call of the current turn settled (a termination function also reports its result). */

@@ -21,11 +21,28 @@ export class CheckpointJournal implements TurnJournal {
   #session: LoopSession | undefined;
   #writing: Promise<void> | undefined;
   #dirty = false;
+  #checkpointBeforeRequest: boolean;
 
-  constructor(claim: InteractionClaim, definitions: ReadonlyMap<string, FunctionDefinition>, options: RunOptions) {
+  /**
+   * `checkpointBeforeRequest`: the session changed since the record was written (a client's
+   * answer was applied); it is written before the first model request, after its event is out.
+   */
+  constructor(
+    claim: InteractionClaim,
+    definitions: ReadonlyMap<string, FunctionDefinition>,
+    options: RunOptions,
+    checkpointBeforeRequest = false,
+  ) {
     this.#claim = claim;
     this.#definitions = definitions;
     this.#options = options;
+    this.#checkpointBeforeRequest = checkpointBeforeRequest;
+  }
+
+  async requestStarting(session: LoopSession): Promise<void> {
+    if (!this.#checkpointBeforeRequest) return;
+    this.#checkpointBeforeRequest = false;
+    await this.checkpoint(session);
   }
 
   /** Writes the session as it is now, at a point where no turn is in flight. */

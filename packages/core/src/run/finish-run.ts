@@ -38,6 +38,8 @@ export interface Segment {
   claim?: InteractionClaim;
   /** A turn a crash interrupted, to finish first. */
   recovered?: RecoveredTurn;
+  /** The session differs from the held record (an answer was applied): checkpoint it first. */
+  unsaved?: boolean;
 }
 
 /**
@@ -53,7 +55,7 @@ export async function runSegment(segment: Segment): Promise<void> {
     else claim.lost.addEventListener('abort', () => environment.abort(claim.lost.reason), { once: true });
   }
   try {
-    const journal = claim ? new CheckpointJournal(claim, segment.toolbox.definitions, segment.options) : undefined;
+    const journal = claim ? new CheckpointJournal(claim, segment.toolbox.definitions, segment.options, segment.unsaved === true) : undefined;
     const outcome = await runAgentLoop(
       segment.session,
       {

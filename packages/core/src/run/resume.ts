@@ -11,7 +11,6 @@ import type { ResumeResponse } from '../protocol/resume-responses.js';
 import type { RunEvent } from '../protocol/run-events.js';
 import { busyError, finishSegment, runSegment, toolboxFor } from './finish-run.js';
 import { readInteractionState, type InteractionState } from './interaction-state.js';
-import { toSavedState } from './persistence.js';
 import { driveRun, type RunEnvironment } from './run-environment.js';
 import { DEFAULT_MAX_TURNS, type RunOptions } from './run-options.js';
 
@@ -67,11 +66,11 @@ export function resume(
   });
 }
 
-type Prepared = Pick<Parameters<typeof runSegment>[0], 'session' | 'toolbox' | 'recovered'>;
+type Prepared = Pick<Parameters<typeof runSegment>[0], 'session' | 'toolbox' | 'recovered' | 'unsaved'>;
 
 /**
- * Rebuilds the session from the claimed record and applies the client's answer, then records
- * that as the first checkpoint, so a crash from here on never applies the answer again.
+ * Rebuilds the session from the claimed record and applies the client's answer (recorded as the
+ * first checkpoint before the first model request).
  * `undefined` when the answer itself ended the run (its events are already out).
  */
 async function prepare(
@@ -107,8 +106,8 @@ async function prepare(
     toFunctionResponsePart(call, call.callId === state.pendingCallId ? answered.response : (call.response ?? {})),
   );
   session.contents.push({ role: 'user', parts });
-  await claim.checkpoint(toSavedState(session, 'checkpoint', options));
-  return { session, toolbox };
+  // Written before the first model request, so a crash from there on never applies the answer again.
+  return { session, toolbox, unsaved: true };
 }
 
 /** What the client's answer made of the suspended call: its function response, or the run's end. */
