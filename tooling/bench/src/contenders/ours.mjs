@@ -3,7 +3,6 @@
 // group (get_weather), the Gemini backend client over the Node adapter's pooled undici fetch
 // (createNodeFetch), and the in-memory interaction store. BENCH_FETCH=global swaps in Node's
 // global fetch. With BENCH_BACKEND=in-process the model answers from prepared chunks instead.
-import { createNodeFetch } from '@org/adapter-node';
 import { defineFunction, run, z } from '@org/core';
 import { createGeminiBackendClient } from '@org/core/http';
 import { createMemoryInteractionStore } from '@org/core/testing';
@@ -25,7 +24,9 @@ const weather = {
 };
 
 const inProcess = settings.backend === 'in-process' ? inProcessBackend(settings) : undefined;
-const nodeFetch = inProcess || process.env.BENCH_FETCH === 'global' ? undefined : createNodeFetch();
+// Loaded only when used, so the in-process and global-fetch variants do not pay for its import.
+const nodeFetch =
+  inProcess || process.env.BENCH_FETCH === 'global' ? undefined : (await import('@org/adapter-node')).createNodeFetch();
 const backend =
   inProcess ??
   createGeminiBackendClient({ apiKey: 'bench', fetch: nodeFetch ?? fetch, baseUrl: `${settings.mockUrl}/v1beta` });
