@@ -5,7 +5,8 @@
 // process's CPU is the server's alone. It prints `LISTENING <url>`; on SIGTERM it reports its
 // figures: `first` when the second run arrives (the first one has been served), `last` at exit.
 import { createNodeFetch, serve } from '@org/adapter-node';
-import { defineFunction, z } from '@org/core';
+import { defineFunction } from '@org/core';
+import { z } from 'zod';
 import { createAgentHandler, createGeminiBackendClient } from '@org/core/http';
 import { createMemoryInteractionStore } from '@org/core/testing';
 import { contenderSettings, report, snapshot } from './contender.mjs';

@@ -3,7 +3,8 @@
 // group (get_weather), the Gemini backend client over the Node adapter's pooled undici fetch
 // (createNodeFetch), and the in-memory interaction store. BENCH_FETCH=global swaps in Node's
 // global fetch. With BENCH_BACKEND=in-process the model answers from prepared chunks instead.
-import { defineFunction, run, z } from '@org/core';
+import { defineFunction, run } from '@org/core';
+import { z } from 'zod';
 import { createGeminiBackendClient } from '@org/core/http';
 import { createMemoryInteractionStore } from '@org/core/testing';
 import { contenderSettings, inProcessBackend, runContender } from './contender.mjs';
