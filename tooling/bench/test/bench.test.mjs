@@ -1,0 +1,119 @@
+// @ts-check
+// The quick benchmark as a smoke test: it must run end to end (mock, floor, our runtime in
+// process, in process without HTTP, and served over HTTP), print every row of every table with
+// figures, and see every replayed thought signature intact. It asserts no timings.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const packageDir = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
+const out = fs.mkdtempSync(path.join(os.tmpdir(), 'org-bench-test-'));
+let stdout = '';
+let stderr = '';
+let exitCode = /** @type {number | null} */ (null);
+
+beforeAll(async () => {
+  const child = spawn(process.execPath, ['src/cli.mjs'], {
+    cwd: packageDir,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', BENCH_QUICK: '1', OUT: out },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout.setEncoding('utf8').on('data', (text) => (stdout += text));
+  child.stderr.setEncoding('utf8').on('data', (text) => (stderr += text));
+  exitCode = await new Promise((resolve) => child.once('close', resolve));
+}, 180_000);
+
+afterAll(() => fs.rmSync(out, { recursive: true, force: true }));
+
+/**
+ * The body rows of the markdown table under `heading`, as arrays of cells.
+ * @param {string} heading
+ */
+function tableUnder(heading) {
+  const start = stdout.indexOf(heading);
+  expect(start, `no section "${heading}" in:\n${stdout}\n${stderr}`).toBeGreaterThanOrEqual(0);
+  const lines = stdout.slice(start).split('\n').slice(1);
+  const first = lines.findIndex((line) => line.startsWith('|'));
+  const rows = [];
+  for (const line of lines.slice(first + 2)) {
+    if (!line.startsWith('|')) break;
+    rows.push(line.slice(1, -1).split('|').map((cell) => cell.trim()));
+  }
+  return rows;
+}
+
+/** A measured figure: a number with its unit, and the range when there were repetitions. */
+const FIGURE = /^\d+(\.\d+)? ?(ms|s|MB|×)( \(\d+(\.\d+)?–\d+(\.\d+)?\))?$/;
+/** Signature violations: none of the checked calls lost its signature. */
+const NO_VIOLATIONS = /^0 \/ [1-9]\d*$/;
+
+/**
+ * @param {string[][]} rows
+ * @param {string} label
+ */
+function row(rows, label) {
+  const found = rows.find((cells) => cells[0] === label);
+  expect(found, `no row "${label}" in ${JSON.stringify(rows)}`).toBeDefined();
+  return /** @type {string[]} */ (found);
+}
+
+describe('pnpm bench in quick mode', () => {
+  it('finishes without problems', () => {
+    expect(stderr).not.toContain('PROBLEM');
+    expect(stdout).not.toContain('Problems');
+    expect(exitCode, stderr).toBe(0);
+  });
+
+  it('compares our runtime with the floor on every figure of the five-turn loop', () => {
+    const rows = tableUnder('### Five-turn tool loop');
+    for (const label of [
+      'CPU per 5-turn run',
+      'wall time per 5-turn run',
+      'start-up CPU (process start + first run)',
+      'peak RSS after 20 runs',
+      'peak RSS after one run',
+    ]) {
+      const [, floor, ours, ratio] = row(rows, label);
+      expect([floor, ours, ratio]).toEqual([expect.stringMatching(FIGURE), expect.stringMatching(FIGURE), expect.stringMatching(FIGURE)]);
+    }
+    const [, floor, ours] = row(rows, 'signature violations');
+    expect([floor, ours]).toEqual([expect.stringMatching(NO_VIOLATIONS), expect.stringMatching(NO_VIOLATIONS)]);
+  });
+
+  it('gives CPU per turn at 5, 50 and 200 turns, over the mock and in process', () => {
+    const rows = tableUnder('### CPU per model turn');
+    expect(rows.map((cells) => cells[0])).toEqual(['5', '50', '200']);
+    for (const [, runs, ...figures] of rows) {
+      expect(Number(runs)).toBeGreaterThanOrEqual(2);
+      const violations = figures.pop();
+      expect(violations).toMatch(NO_VIOLATIONS);
+      for (const figure of figures) expect(figure).toMatch(FIGURE);
+    }
+  });
+
+  it('gives the cost of serving over HTTP next to run() in process', () => {
+    const rows = tableUnder('### Serving over HTTP');
+    for (const label of ['CPU per 5-turn run', 'start-up CPU (process start + first run)', 'peak RSS after 20 runs']) {
+      const [, inProcess, served, ratio] = row(rows, label);
+      expect([inProcess, served, ratio]).toEqual([
+        expect.stringMatching(FIGURE),
+        expect.stringMatching(FIGURE),
+        expect.stringMatching(FIGURE),
+      ]);
+    }
+    const [, inProcess, served] = row(rows, 'signature violations');
+    expect([inProcess, served]).toEqual([expect.stringMatching(NO_VIOLATIONS), expect.stringMatching(NO_VIOLATIONS)]);
+  });
+
+  it('keeps every sample in results.json', () => {
+    const results = JSON.parse(fs.readFileSync(path.join(out, 'results.json'), 'utf8'));
+    expect(results.samples.length).toBe(13);
+    for (const sample of results.samples) {
+      expect(sample.problems).toEqual([]);
+      expect(sample.requests).toBe(sample.turns * sample.runs);
+    }
+  });
+});
