@@ -110,7 +110,7 @@ export async function finishSegment(outcome: LoopOutcome, segment: Segment): Pro
       state.calls = toSavedCalls(outcome.calls, outcome.pending);
       state.pendingCallId = outcome.pending.callId;
       state.precondition = outcome.suspend.precondition;
-      await saveInteraction(ports.store, interactionId, state, options.owner);
+      await saveInteraction(ports.store, interactionId, state, options.owner, options.sessionId);
       await claim?.commit();
       emit({ ...outcome.suspend.event, interactionId } as RunEvent);
       return;
@@ -123,7 +123,7 @@ export async function finishSegment(outcome: LoopOutcome, segment: Segment): Pro
         await claim.release();
       } else {
         interactionId = crypto.randomUUID();
-        await saveInteraction(ports.store, interactionId, toSavedState(session, 'checkpoint', options), options.owner);
+        await saveInteraction(ports.store, interactionId, toSavedState(session, 'checkpoint', options), options.owner, options.sessionId);
       }
       emit({
         type: 'error',

@@ -66,6 +66,7 @@ export function run(request: StartRequest, ports: AgentPorts, options: RunOption
         : await createClaimedInteraction(ports.store, options.interactionId, toSavedState(session, 'checkpoint', options), {
             ...(options.owner === undefined ? {} : { owner: options.owner }),
             ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+            ...(options.sessionId === undefined ? {} : { sessionId: options.sessionId }),
           });
     await runSegment({ session, toolbox: toolboxFor(options), ports, options, environment, ...(claim ? { claim } : {}) });
   });

@@ -35,3 +35,13 @@ export {
   type FakeGoogleDriveOptions,
   type FakeGoogleDriveRequest,
 } from './fake-google-drive.js';
+export { createMemoryEventBus, createMemorySessionLog, type MemorySessionLogOptions } from './memory-session-log.js';
+export {
+  describeEventBusConformance,
+  describeSessionLogConformance,
+  eventBusConformanceCases,
+  sessionLogConformanceCases,
+  type SessionConformanceCase,
+  type SessionConformanceOptions,
+  type SessionLogConformanceOptions,
+} from './session-conformance.js';
