@@ -18,7 +18,7 @@ export interface AgentWorkerEnv {
   GEMINI_API_KEY?: string;
   /** Overrides the Gemini API base URL, e.g. a gateway or a local simulated model. */
   GEMINI_BASE_URL?: string;
-  /** Durable Object namespace of {@link InteractionStoreObject}: the default, strongly single-use store. */
+  /** Durable Object namespace of {@link InteractionStoreObject}: the default store, with atomic claims. */
   INTERACTIONS?: DurableObjectNamespace<InteractionStoreObject>;
   /** A KV namespace, used when `INTERACTIONS` is not bound (eventually consistent; see the README). */
   INTERACTIONS_KV?: KVNamespace;
@@ -133,9 +133,10 @@ function createDefaultStore(env: AgentWorkerEnv): InteractionStore {
 }
 
 /**
- * Routes every store operation through `ctx.waitUntil`, so a suspended run's state is written in
- * full even when the client disconnects while it is being saved (the runtime would otherwise
- * cancel outstanding work once the response is gone).
+ * Routes every store write through `ctx.waitUntil`, so a suspended run's state, a checkpoint or
+ * the release of a claim is written in full even when the client disconnects meanwhile (the
+ * runtime would otherwise cancel outstanding work once the response is gone). The store's size
+ * limit passes through, so the runtime still refuses oversized states before writing.
  */
 function keepWritesAlive(store: InteractionStore, executionContext: ExecutionContext): InteractionStore {
   const keep = <T>(promise: Promise<T>): Promise<T> => {
@@ -143,10 +144,10 @@ function keepWritesAlive(store: InteractionStore, executionContext: ExecutionCon
     return promise;
   };
   return {
-    save: (id, value) => keep(store.save(id, value)),
-    take: (id) => keep(store.take(id)),
-    has: (id) => store.has(id),
-    delete: (id) => keep(store.delete(id)),
+    ...(store.maxStateBytes === undefined ? {} : { maxStateBytes: store.maxStateBytes }),
+    get: (id) => store.get(id),
+    set: (id, write, expected) => keep(store.set(id, write, expected)),
+    delete: (id, expected) => keep(store.delete(id, expected)),
   };
 }
 
