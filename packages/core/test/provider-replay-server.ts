@@ -20,6 +20,15 @@ export function sseFromJsonl(text: string): string {
     .join('');
 }
 
+/** A JSONL capture of a server that sends `data:` lines only (Chat Completions), as its event stream. */
+export function sseDataOnly(text: string): string {
+  return text
+    .split('\n')
+    .filter((line) => line.trim().length > 0)
+    .map((line) => `data: ${line}\n\n`)
+    .join('');
+}
+
 /** The JSON payloads of a JSONL capture, in order. */
 export function jsonlEvents(text: string): Array<Record<string, unknown>> {
   return text

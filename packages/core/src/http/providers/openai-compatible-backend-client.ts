@@ -324,7 +324,8 @@ function usageOf(value: JsonObject): UsageMetadata {
   const usage: UsageMetadata = {};
   if (typeof value.prompt_tokens === 'number') usage.promptTokenCount = value.prompt_tokens;
   const reasoning = isObject(value.completion_tokens_details) && typeof value.completion_tokens_details.reasoning_tokens === 'number' ? value.completion_tokens_details.reasoning_tokens : 0;
-  if (typeof value.completion_tokens === 'number') usage.candidatesTokenCount = value.completion_tokens - reasoning;
+  // OpenAI counts reasoning inside `completion_tokens`; some servers (xAI) count it apart.
+  if (typeof value.completion_tokens === 'number') usage.candidatesTokenCount = value.completion_tokens >= reasoning ? value.completion_tokens - reasoning : value.completion_tokens;
   if (reasoning > 0) usage.thoughtsTokenCount = reasoning;
   const cached = isObject(value.prompt_tokens_details) && typeof value.prompt_tokens_details.cached_tokens === 'number' ? value.prompt_tokens_details.cached_tokens : undefined;
   if (cached) usage.cachedContentTokenCount = cached;

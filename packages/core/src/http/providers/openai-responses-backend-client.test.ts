@@ -229,9 +229,12 @@ describe('createOpenAiResponsesBackendClient', () => {
       sendJson(response, 401, JSON.stringify({ error: { message: `Incorrect API key provided: ${KEY}. You can find your API key at https://platform.openai.com/account/api-keys.`, code: 'invalid_api_key' } })),
     );
     const client = createOpenAiResponsesBackendClient({ apiKey: KEY, fetch, baseUrl: provider.baseUrl });
-    const error = await collect(client.streamGenerateContent('gpt-5', { contents: [] })).catch((caught: unknown) => caught as Error & { code: string });
+    const error = (await collect(client.streamGenerateContent('gpt-5', { contents: [] })).then(
+      () => new Error('no error'),
+      (caught: unknown) => caught as Error,
+    )) as Error & { details?: unknown };
     expect(error).toMatchObject({ code: 'UNAUTHENTICATED' });
-    expect(JSON.stringify({ message: error.message, details: (error as { details?: unknown }).details })).not.toContain(KEY);
+    expect(JSON.stringify({ message: error.message, details: error.details })).not.toContain(KEY);
     expect(error.message).not.toMatch(/sk-test/);
   });
 

@@ -464,7 +464,7 @@ function usageOf(value: unknown): UsageMetadata | undefined {
   const cached = isObject(value.input_tokens_details) && typeof value.input_tokens_details.cached_tokens === 'number' ? value.input_tokens_details.cached_tokens : undefined;
   const usage: UsageMetadata = {};
   if (input !== undefined) usage.promptTokenCount = input;
-  if (output !== undefined) usage.candidatesTokenCount = output - reasoning;
+  if (output !== undefined) usage.candidatesTokenCount = output >= reasoning ? output - reasoning : output;
   if (reasoning > 0) usage.thoughtsTokenCount = reasoning;
   if (cached) usage.cachedContentTokenCount = cached;
   if (typeof value.total_tokens === 'number') usage.totalTokenCount = value.total_tokens;
