@@ -155,7 +155,7 @@ const STORES: Array<[string, () => InteractionStore]> = [
 
 describe('recorded provider streams through run, a Worker store and resume, in workerd', () => {
   it('runs in the Workers runtime', () => {
-    expect(navigator.userAgent).toBe('Cloudflare-Workers');
+    expect((globalThis as { navigator?: { userAgent?: string } }).navigator?.userAgent).toBe('Cloudflare-Workers');
   });
 
   for (const scenario of SCENARIOS) {
