@@ -234,6 +234,7 @@ describe('createAnthropicBackendClient', () => {
     expect(thinking).not.toHaveProperty('temperature');
     const old = toAnthropicRequest('claude-3-5-haiku-latest', body([{ role: 'user', parts: [{ text: 'x' }] }]));
     expect(old).not.toHaveProperty('thinking');
+    expect(old.max_tokens).toBe(8192);
   });
 
   it('names the part it cannot send', () => {

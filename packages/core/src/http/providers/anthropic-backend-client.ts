@@ -33,7 +33,7 @@ import {
 
 /** Options of {@link createAnthropicBackendClient}. */
 export interface AnthropicBackendClientOptions extends ProviderClientOptions {
-  /** `max_tokens` when the run sets no `maxOutputTokens`. Default 16 000. */
+  /** `max_tokens` when the run sets no `maxOutputTokens`. Default 16 000 (4096 or 8192 for Claude 3 and 3.5 models). */
   maxTokens?: number;
   /**
    * Extended thinking: its token budget (default 4096), or `false` to turn it off. It is on when the
@@ -54,6 +54,13 @@ const DEFAULT_BASE_URL = 'https://api.anthropic.com/v1';
 const DEFAULT_MAX_TOKENS = 16_000;
 const DEFAULT_THINKING_BUDGET = 4096;
 const MIN_THINKING_BUDGET = 1024;
+/** The most output older models accept; newer ones take {@link DEFAULT_MAX_TOKENS}. */
+function defaultMaxTokens(model: string): number {
+  if (/^claude-3-(?:opus|sonnet|haiku)/i.test(model)) return 4096;
+  if (/^claude-3-5-/i.test(model)) return 8192;
+  return DEFAULT_MAX_TOKENS;
+}
+
 /** Models from before extended thinking. */
 const NO_THINKING = /^claude-(?:instant|2|3-(?:5-|haiku|opus|sonnet))/i;
 
@@ -110,7 +117,7 @@ export function toAnthropicRequest(
 ): JsonObject {
   const settings = generationSettingsOf(body);
   const { messages, container } = toMessages(body.contents ?? [], now);
-  const request: JsonObject = { model, max_tokens: settings.maxOutputTokens ?? options.maxTokens ?? DEFAULT_MAX_TOKENS, messages, stream: true };
+  const request: JsonObject = { model, max_tokens: settings.maxOutputTokens ?? options.maxTokens ?? defaultMaxTokens(model), messages, stream: true };
   const system = systemTextOf(body);
   if (system !== undefined) request.system = system;
   if (container !== undefined) request.container = container;
