@@ -264,6 +264,26 @@ describe('createOpenAiResponsesBackendClient', () => {
     await expect(collect(client.streamGenerateContent('gpt-5', { contents: [] }))).rejects.toMatchObject({ code: 'MODEL_UNAVAILABLE', message: expect.stringContaining('sent nothing') });
   });
 
+  it('stops at once with ABORTED when the run is cancelled mid-answer', async () => {
+    const head = multistep[0]?.split('\n').slice(0, 39).join('\n') ?? '';
+    const provider = await serve((_request, response) => {
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      response.write(sseFromJsonl(head));
+    });
+    const client = createOpenAiResponsesBackendClient({ apiKey: KEY, fetch, baseUrl: provider.baseUrl });
+    const controller = new AbortController();
+    const seen: GenerateContentResponse[] = [];
+    await expect(
+      (async () => {
+        for await (const chunk of client.streamGenerateContent('gpt-5', { contents: [] }, controller.signal)) {
+          seen.push(chunk);
+          controller.abort();
+        }
+      })(),
+    ).rejects.toMatchObject({ code: 'ABORTED' });
+    expect(seen).toHaveLength(1);
+  });
+
   it('turns arguments that are not JSON into a malformed-call finish instead of running the call', async () => {
     const broken = multistep[1]?.replaceAll('"arguments":"{\\"a\\":19,\\"b\\":3,\\"op\\":\\"multiply\\"}"', '"arguments":"{\\"a\\":19,"') ?? '';
     const provider = await serve((_request, response) => sendStream(response, sseFromJsonl(broken)));
