@@ -34,8 +34,3 @@ export function providerDataOf<P extends ProviderPartData['provider']>(
   return (data as { provider?: unknown }).provider === provider ? (data as Extract<ProviderPartData, { provider: P }>) : undefined;
 }
 
-/** Whether `part` carries provider data of any provider. */
-export function hasProviderData(part: Part): boolean {
-  const data = (part as Record<string, unknown>)[PROVIDER_DATA_FIELD];
-  return typeof data === 'object' && data !== null;
-}
