@@ -1,4 +1,4 @@
-import type { AgentFileSystem, TaskTreeManager } from '../agent-fs/index.js';
+import { addChatLogFile, type AgentFileSystem, type ChatLogEntry, type TaskTreeManager } from '../agent-fs/index.js';
 import { AgentError, ERROR_CODES, toAgentError, type ErrorCode } from '../errors/index.js';
 import {
   toFunctionDeclaration,
@@ -29,6 +29,11 @@ export interface LoopSession {
   consentsGranted: Set<string>;
   turnCount: number;
   maxTurns: number;
+  /**
+   * Chat log entries from before this session (kept in memory); `/mnt/system/chat_log.json` lists
+   * them before the ones derived from `contents`. Never saved with the session.
+   */
+  chatLogSeed?: ChatLogEntry[];
 }
 
 /** How a loop ended. */
@@ -86,6 +91,7 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
     result ??= value;
   };
   const resultMetadata = new Map<string, JsonObject>();
+  addChatLogFile(session.fs, () => session.contents, () => session.chatLogSeed ?? []);
   const withMetadata = { ...environment, resultMetadata };
   const createContext = (call: CallRecord): FunctionContext =>
     createFunctionContext(session, withMetadata, call.callId, terminate);
