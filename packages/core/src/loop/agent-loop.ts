@@ -7,12 +7,13 @@ import {
   type FunctionGroup,
   type Suspend,
 } from '../functions/index.js';
-import { conformBody, ModelTurnAccumulator, validateHistory } from '../model/index.js';
+import { conformBody, validateHistory } from '../model/index.js';
 import type { AgentPorts } from '../ports/index.js';
 import type { JsonObject, LLMContent, Part } from '../protocol/content.js';
 import type { AgentEvent, AgentResult } from '../protocol/events.js';
 import type { GenerateContentRequest, Tool } from '../protocol/gemini.js';
 import { FunctionCaller, toFunctionResponsePart, type CallRecord, type SettledCall } from './function-caller.js';
+import { UnusableTurnGuard } from './unusable-turn.js';
 
 /** How the loop decides it is done (ARCHITECTURE.md §3.3). */
 export type LoopMode = 'objective' | 'chat';
@@ -91,6 +92,7 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
     result ??= value;
   };
   const resultMetadata = new Map<string, JsonObject>();
+  const unusableTurns = new UnusableTurnGuard(signal);
   addChatLogFile(session.fs, () => session.contents, () => session.chatLogSeed ?? []);
   const withMetadata = { ...environment, resultMetadata };
   const createContext = (call: CallRecord): FunctionContext =>
@@ -118,26 +120,33 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
       session.turnCount += 1;
       const sendable = await conformBody(body, ports.backend, signal);
 
-      const accumulator = new ModelTurnAccumulator();
       const caller = new FunctionCaller(toolbox.definitions, createContext);
-      for await (const chunk of ports.backend.streamGenerateContent(session.model, sendable, signal)) {
-        const delta = accumulator.push(chunk);
-        for (const text of delta.thoughts) emit({ type: 'thought', text });
-        for (const call of delta.functionCalls) {
-          const record: CallRecord =
-            call.providerId === undefined
-              ? { callId: call.callId, name: call.name, args: call.args }
-              : { callId: call.callId, name: call.name, args: call.args, providerId: call.providerId };
-          const definition = toolbox.definitions.get(call.name);
-          emit(withOptional({ type: 'functionCall', callId: call.callId, name: call.name, args: call.args }, {
-            icon: definition?.icon,
-            title: definition?.title,
-          }));
-          caller.call(record);
-        }
+      const guarded = await unusableTurns.streamTurn({
+        request: () => ports.backend.streamGenerateContent(session.model, sendable, signal),
+        onDelta(delta) {
+          for (const text of delta.thoughts) emit({ type: 'thought', text });
+          for (const call of delta.functionCalls) {
+            const record: CallRecord =
+              call.providerId === undefined
+                ? { callId: call.callId, name: call.name, args: call.args }
+                : { callId: call.callId, name: call.name, args: call.args, providerId: call.providerId };
+            const definition = toolbox.definitions.get(call.name);
+            emit(withOptional({ type: 'functionCall', callId: call.callId, name: call.name, args: call.args }, {
+              icon: definition?.icon,
+              title: definition?.title,
+            }));
+            caller.call(record);
+          }
+        },
+        onUsage: (metadata) => emit({ type: 'usageMetadata', metadata }),
+        final: capped,
+      });
+      if (guarded.kind === 'fatal') return guarded;
+      if (guarded.kind === 'correction') {
+        session.contents.push(guarded.content);
+        continue;
       }
-      const turn = accumulator.finish();
-      if (turn.usageMetadata) emit({ type: 'usageMetadata', metadata: turn.usageMetadata });
+      const turn = guarded.turn;
       if (turn.content.parts.length > 0) session.contents.push(turn.content);
       saveDeliverables(session, turn.content);
 
@@ -145,15 +154,6 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
         return { kind: 'done', result: { success: false, outcomes: answerOf(turn.content) } };
       }
       if (caller.size === 0) {
-        const refusal = refusalOf(turn.finishReason);
-        if (refusal) return { kind: 'fatal', message: refusal, code: 'MODEL_ERROR' };
-        const finishMessage = turn.candidateMetadata.finishMessage;
-        const correction = correctionFor(turn.finishReason, typeof finishMessage === 'string' ? finishMessage : undefined);
-        if (correction) {
-          // Tell the model what went wrong instead of sending the same request again.
-          addUserText(session, correction);
-          continue;
-        }
         if (session.mode === 'chat') return { kind: 'done', result: { success: true, outcomes: answerOf(turn.content) } };
         continue;
       }
@@ -247,39 +247,6 @@ function buildRequestBody(session: LoopSession, toolbox: Toolbox, capped: boolea
     if (session.mode === 'objective') body.toolConfig = { functionCallingConfig: { mode: 'ANY' } };
   }
   return body;
-}
-
-/** Finish reasons that mean the model will not answer this conversation: the run ends. */
-const REFUSALS: Record<string, string> = {
-  SAFETY: 'the response was blocked by safety filters',
-  PROHIBITED_CONTENT: 'the response was blocked for prohibited content',
-  BLOCKLIST: 'the response was blocked by a blocklist',
-  SPII: 'the response was blocked for sensitive personal information',
-  RECITATION: 'the response was blocked for reciting protected material',
-};
-
-function refusalOf(finishReason: string | undefined): string | undefined {
-  const reason = finishReason === undefined ? undefined : REFUSALS[finishReason];
-  return reason === undefined ? undefined : `Agent error: ${reason} (finishReason ${finishReason})`;
-}
-
-/** What to tell the model after a turn that produced no usable call. */
-function correctionFor(finishReason: string | undefined, finishMessage: string | undefined): string | undefined {
-  const detail = finishMessage ? ` (${finishMessage})` : '';
-  if (finishReason === 'MALFORMED_FUNCTION_CALL') {
-    return `Your last function call was malformed and was not run${detail}. Call the function again with valid JSON arguments that match its declaration.`;
-  }
-  if (finishReason === 'UNEXPECTED_TOOL_CALL') {
-    return `Your last turn called a tool that is not available${detail}. Use only the declared functions.`;
-  }
-  return undefined;
-}
-
-/** Adds a text part to the last user content, or a new user content after a model turn. */
-function addUserText(session: LoopSession, text: string): void {
-  const last = session.contents.at(-1);
-  if (last?.role === 'user') last.parts.push({ text });
-  else session.contents.push({ role: 'user', parts: [{ text }] });
 }
 
 /** Files the model produced itself (an image model's pictures) become files of the run. */
