@@ -1,6 +1,6 @@
 /**
  * The agent file system (`/mnt/...` files, routes, system files), the pidgin translation between
- * request segments / model text and content parts, and the task tree (reference §4, §5).
+ * request segments / model text and content parts, and the task tree.
  */
 export { AgentFileSystem, FileEntrySnapshotSchema, FileSystemSnapshotSchema } from './agent-file-system.js';
 export type { FileDescriptor, FileDescriptorType, FileSystemSnapshot, SystemFileGetter } from './agent-file-system.js';

@@ -2,10 +2,10 @@ import { z } from 'zod';
 import { AgentError, formatFirstIssue } from '../errors/index.js';
 import type { AgentFileSystem } from './agent-file-system.js';
 
-/** Where the task tree is saved in the agent file system (reference §4.5). */
+/** Where the task tree is saved in the agent file system. */
 export const TASK_TREE_PATH = '/mnt/task_tree.json';
 
-/** One task of a task tree (reference §5.3): an id like `task_001`, what to do, and its progress. */
+/** One task of a task tree: an id like `task_001`, what to do, and its progress. */
 export interface TaskNode {
   task_id: string;
   description: string;
@@ -126,7 +126,7 @@ export class TaskTreeManager {
   }
 }
 
-/** `task_001_1` → `task_001`: progress is tracked per task, not per step (reference §5.3). */
+/** `task_001_1` → `task_001`: progress is tracked per task, not per step. */
 function trimTaskId(taskId: string): string {
   return taskId.split('_').slice(0, 2).join('_');
 }

@@ -12,7 +12,7 @@ const INPUT_ICONS = { any: 'asterisk', text: 'edit_note', 'file-upload': 'upload
 /** The text the client sends when the user skips a question. */
 export const SKIPPED_INPUT = '__skipped__';
 
-/** Asking the user: free input and choices, both suspending the run (reference §13.7). */
+/** Asking the user: free input and choices, both suspending the run. */
 export function createChatGroup(): FunctionGroup {
   return {
     name: 'chat',

@@ -8,10 +8,10 @@ import type { JsonObject, LLMContent, Part } from '../protocol/content.js';
 import type { GenerateContentRequest, Tool } from '../protocol/gemini.js';
 import { toErrorOrResponse } from './error-classification.js';
 
-/** The consent reading arbitrary web pages needs (reference §8.5). */
+/** The consent reading arbitrary web pages needs (asked through `queryConsent`). */
 export const WEBPAGE_CONSENT = 'GET_ANY_WEBPAGE';
 
-/** Models behind `generate_text`'s `model` choice (reference §17.2); anything else is `lite`. */
+/** Models behind `generate_text`'s `model` choice; anything else is `lite`. */
 export const TEXT_MODELS: Readonly<Record<string, string>> = {
   pro: 'gemini-3.1-pro-preview',
   flash: 'gemini-3-flash-preview',
@@ -100,7 +100,7 @@ function reportSources(context: FunctionContext, turn: StreamedTurn): void {
   if (Object.keys(metadata).length > 0) context.reportMetadata(metadata);
 }
 
-/** `generate_text` and `generate_and_execute_code` (reference §13.3). */
+/** `generate_text` and `generate_and_execute_code`. */
 export function createGenerateGroup(): FunctionGroup {
   return {
     name: 'generate',

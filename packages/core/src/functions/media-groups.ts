@@ -18,7 +18,7 @@ export const IMAGE_MODELS: Readonly<Record<string, string>> = {
 };
 export const VIDEO_MODEL = 'veo-3.1-generate-preview';
 
-/** Veo support codes by the reason they stand for (reference §13.5). */
+/** Veo support codes (in failed video steps) by the reason they stand for. */
 const SUPPORT_CODES: Readonly<Record<string, readonly number[]>> = {
   child: [58061214, 17301594],
   celebrity: [29310472, 15236754],
@@ -96,7 +96,7 @@ function saveParts(parts: readonly Part[], context: FunctionContext, fileName: s
   return { paths, errors };
 }
 
-/** `generate_images` (reference §13.4). */
+/** `generate_images`. */
 export function createImageGroup(): FunctionGroup {
   return {
     name: 'image',
@@ -147,7 +147,7 @@ export function createImageGroup(): FunctionGroup {
   };
 }
 
-/** `generate_video` (reference §13.5). */
+/** `generate_video`. */
 export function createVideoGroup(): FunctionGroup {
   return {
     name: 'video',
@@ -209,7 +209,7 @@ export function createVideoGroup(): FunctionGroup {
 
 const VOICES: Readonly<Record<string, string>> = { 'Male (English)': 'en-US-male', 'Female (English)': 'en-US-female' };
 
-/** `generate_speech_from_text` and `generate_music_from_text` (reference §13.6). */
+/** `generate_speech_from_text` and `generate_music_from_text`. */
 export function createAudioGroup(): FunctionGroup {
   return {
     name: 'audio',

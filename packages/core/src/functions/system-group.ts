@@ -10,7 +10,7 @@ Planning: for work with several steps, record a plan with system_create_task_tre
 
 Finishing: when the objective is met, call system_objective_fulfilled with the outcome the user should see, referencing files with <file> tags instead of repeating their content. If the objective cannot be met, call system_failed_to_fulfill_objective with a short explanation for the user. Either call ends the run.`;
 
-/** The termination, file and task-tree functions (reference §13.2). */
+/** The termination, file and task-tree functions. */
 export function createSystemGroup(): FunctionGroup {
   return {
     name: 'system',

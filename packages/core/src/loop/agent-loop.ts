@@ -14,7 +14,7 @@ import type { AgentEvent, AgentResult } from '../protocol/events.js';
 import type { GenerateContentRequest, Tool } from '../protocol/gemini.js';
 import { FunctionCaller, toFunctionResponsePart, type CallRecord, type SettledCall } from './function-caller.js';
 
-/** How the loop decides it is done (ARCHITECTURE.md §3.3). */
+/** How the loop decides it is done: `objective` ends on a termination function, `chat` on a turn without calls. */
 export type LoopMode = 'objective' | 'chat';
 
 /** Everything one run carries from turn to turn; it is what a suspend saves. */

@@ -11,7 +11,7 @@ export interface DriveFile {
 export type SheetValues = string[][];
 
 /**
- * Google Drive and Sheets operations used by the memory and chat-log features (reference §11.2).
+ * Google Drive and Sheets operations used by the memory and chat-log features.
  * Auth is baked into the instance.
  *
  * @example
