@@ -60,7 +60,7 @@ const MAX_QUOTED_PART_LENGTH = 200;
 /**
  * The agent's virtual file system under `/mnt/`: files the model reads and writes,
  * binary parts it refers to as `<file src="/mnt/..." />`, route names for links, and lazily read
- * system files. Failures throw an {@link AgentError} whose message is the reference text, so a
+ * system files. Failures throw an {@link AgentError} whose message is the Opal wording, so a
  * function handler that lets it through tells the model exactly what was wrong.
  *
  * @example
@@ -102,7 +102,7 @@ export class AgentFileSystem {
 
   /**
    * Appends `data` on a new line of the text file at `path`, creating a markdown file when there is
-   * none. Unlike the reference the path is normalised as in {@link AgentFileSystem.get}, so what
+   * none. The path is normalised as in {@link AgentFileSystem.get}, so what
    * is appended can be read back under the same name.
    */
   append(path: string, data: string): void {

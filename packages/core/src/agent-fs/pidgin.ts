@@ -250,7 +250,7 @@ function isPlainText(part: Part): part is Part & { text: string } {
   return true;
 }
 
-/** Whether `text` has more than `limit` Unicode code points (the reference counts Python characters). */
+/** Whether `text` has more than `limit` Unicode code points (as Python counts a string's length). */
 function exceedsCodePoints(text: string, limit: number): boolean {
   if (text.length <= limit) return false;
   if (text.length > limit * 2) return true;

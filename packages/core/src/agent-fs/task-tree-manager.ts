@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AgentError, formatFirstIssue } from '../errors/index.js';
+import { assertSupportedZod } from '../protocol/zod-version.js';
 import type { AgentFileSystem } from './agent-file-system.js';
 
 /** Where the task tree is saved in the agent file system. */
@@ -15,6 +16,9 @@ export interface TaskNode {
 }
 
 /** The task node schema; the model sends it as `system_create_task_tree`'s `task_tree`. */
+// This schema uses zod 4 API at load time: check the zod first, for a clear error on zod 3.
+assertSupportedZod();
+
 export const TaskNodeSchema: z.ZodType<TaskNode> = z.object({
   task_id: z.string().describe('The id of the task, like "task_001".'),
   description: z.string().describe('What the task does.'),

@@ -173,3 +173,12 @@ describe('the declarations the model sees', () => {
     expect(strict.parametersJsonSchema).toMatchObject({ required: ['city', 'unit'], additionalProperties: false });
   });
 });
+
+describe('defineFunction', () => {
+  it('refuses a schema that is not a zod 4 object, naming the function and the version it needs', () => {
+    const zod3Like = { shape: {}, parse: (value: unknown) => value } as never;
+    expect(() => defineFunction({ name: 'legacy', description: 'Old schema.', parameters: zod3Like, handler: async () => ({}) })).toThrow(
+      expect.objectContaining({ code: 'BAD_REQUEST', message: expect.stringContaining('defineFunction legacy: parameters must be a zod 4 object schema') }),
+    );
+  });
+});

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { AgentFileSystem, TaskTreeManager } from '../agent-fs/index.js';
+import { AgentError } from '../errors/index.js';
 import type { AgentPorts } from '../ports/index.js';
 import type { JsonObject } from '../protocol/content.js';
 import type { AgentResult } from '../protocol/events.js';
@@ -95,6 +96,15 @@ export interface FunctionGroup {
  * ```
  */
 export function defineFunction<P extends z.ZodObject>(definition: FunctionDefinition<P>): FunctionDefinition {
+  const parameters = definition.parameters as unknown;
+  // A zod 3 schema (from `zod/v3`, or a second zod install) has no `_zod`: say so now, not mid-run.
+  if (typeof parameters !== 'object' || parameters === null || !('_zod' in parameters)) {
+    throw new AgentError(
+      'BAD_REQUEST',
+      `defineFunction ${definition.name}: parameters must be a zod 4 object schema (z.object from 'zod' ^4.0.0); zod 3 schemas are not supported`,
+      { details: { function: definition.name } },
+    );
+  }
   return definition as unknown as FunctionDefinition;
 }
 

@@ -17,7 +17,7 @@ export interface UpstreamBackendClientOptions {
 }
 
 /**
- * A `BackendClient` for an Opal-style backend (reference §11.1): media steps and uploads go to the
+ * A `BackendClient` for an Opal-style backend: media steps and uploads go to the
  * backend, model calls go to Gemini as the user, all with the user's bearer token.
  *
  * @example

@@ -26,7 +26,7 @@ import {
 import { interruptedResponse, type RecoveredTurn, type TurnJournal } from './turn-journal.js';
 import { UnusableTurnGuard, type GuardedTurn } from './unusable-turn.js';
 
-/** How the loop decides it is done (ARCHITECTURE.md §3.3). */
+/** How the loop decides it is done: `objective` ends on a termination function, `chat` on a turn without calls. */
 export type LoopMode = 'objective' | 'chat';
 
 /** Everything one run carries from turn to turn; it is what a suspend saves. */

@@ -25,14 +25,20 @@ export const ToolSegmentSchema = z.object({
   instance: z.string().optional(),
 });
 
-/** One segment in its normalised form (reference §2.3.3), whichever spelling the client sent. */
-export const SegmentSchema = z.discriminatedUnion('type', [
+/** One segment in its normalised form (`type` is the kind), whichever spelling the client sent. */
+export type Segment =
+  | z.infer<typeof TextSegmentSchema>
+  | z.infer<typeof AssetSegmentSchema>
+  | z.infer<typeof InputSegmentSchema>
+  | z.infer<typeof ToolSegmentSchema>;
+
+/** The schema of {@link Segment}; its declared type keeps zod's internal generics out of our types. */
+export const SegmentSchema: z.ZodType<Segment> = z.discriminatedUnion('type', [
   TextSegmentSchema,
   AssetSegmentSchema,
   InputSegmentSchema,
   ToolSegmentSchema,
 ]);
-export type Segment = z.infer<typeof SegmentSchema>;
 
 /** The graph a run belongs to. */
 export const GraphIdentitySchema = z.object({ url: z.string().optional(), title: z.string().optional() });
@@ -50,7 +56,7 @@ export interface StartRequest {
   graph?: z.infer<typeof GraphIdentitySchema>;
 }
 
-/** A resume request: the suspend event's `interactionId` and the client's answer (reference §2.4.3). */
+/** A resume request: the suspend event's `interactionId` and the client's answer. */
 export const ResumeRequestSchema = z.object({
   interactionId: z.string().min(1),
   response: z.record(z.string(), z.unknown()).default({}),
@@ -86,7 +92,7 @@ export function parseAgentRequestText(text: string): AgentRequestBody {
 
 /**
  * Parses a start or resume body in every accepted spelling: the envelopes `{start}` and
- * `{resume}`, the flat forms, and a top-level `accessToken` (reference §2.3.1).
+ * `{resume}`, the flat forms, and a top-level `accessToken` (a token sent in the body instead of a header).
  *
  * @example
  * ```ts
