@@ -1,10 +1,11 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import type { AgentError } from '@org/core';
 import { describeInteractionStoreConformance } from '@org/core/testing';
 import { createFileInteractionStore } from './file-interaction-store.js';
 
@@ -43,5 +44,22 @@ describe('file interaction store', () => {
     const [first, second] = await Promise.all([run(), run()]);
     const wins = [...JSON.parse(first.stdout), ...JSON.parse(second.stdout)].sort();
     expect(wins).toEqual([...ids].sort());
+  });
+});
+
+describe('file interaction store errors', () => {
+  it('say what failed without naming the folder or any path', async () => {
+    const directory = await freshFolder();
+    await writeFile(path.join(directory, 'blocked'), 'a file where the store wants a folder');
+    const store = createFileInteractionStore({ directory: path.join(directory, 'blocked', 'interactions') });
+    const failure = await store.save('run-1', { a: 1 }).catch((error: unknown) => error as AgentError);
+    expect(failure).toMatchObject({ code: 'STORE_ERROR' });
+    expect(failure.message).toBe('Could not save interaction run-1 in the file store: ENOTDIR (not a directory)');
+    expect(failure.message).not.toContain(directory);
+
+    const readable = createFileInteractionStore({ directory });
+    await writeFile(path.join(directory, 'broken.json'), '{not json');
+    const broken = await readable.take('broken').catch((error: unknown) => error as AgentError);
+    expect(broken.message).toBe('Could not read interaction broken in the file store: the stored file is not valid JSON');
   });
 });

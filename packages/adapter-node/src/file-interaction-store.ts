@@ -32,8 +32,10 @@ export function createFileInteractionStore(options: FileInteractionStoreOptions)
     }
     return path.join(directory, `${id}.json`);
   };
+  // The message names the operation and the system's error code, never the folder: it can reach
+  // callers in error events. The cause keeps the full error for the server's own logs.
   const failure = (id: string, action: string, error: unknown) =>
-    new AgentError('STORE_ERROR', `Could not ${action} interaction ${id} in ${directory}: ${(error as Error).message}`, { cause: error });
+    new AgentError('STORE_ERROR', `Could not ${action} interaction ${id} in the file store: ${reasonOf(error)}`, { cause: error });
   return {
     async save(id, value) {
       const file = fileOf(id);
@@ -45,7 +47,7 @@ export function createFileInteractionStore(options: FileInteractionStoreOptions)
         await writeFile(temporary, json, 'utf8');
         await rename(temporary, file);
       } catch (error) {
-        await rm(temporary, { force: true });
+        await rm(temporary, { force: true }).catch(() => undefined);
         throw failure(id, 'save', error);
       }
     },
@@ -82,4 +84,12 @@ export function createFileInteractionStore(options: FileInteractionStoreOptions)
       }
     },
   };
+}
+
+/** `EACCES (permission denied)` from a Node file-system error, without the path it names. */
+function reasonOf(error: unknown): string {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  const description = (error as NodeJS.ErrnoException | undefined)?.message?.match(/^[A-Z]+: ([^,]+)/)?.[1];
+  if (typeof code === 'string') return description ? `${code} (${description})` : code;
+  return error instanceof SyntaxError ? 'the stored file is not valid JSON' : 'unexpected failure';
 }
