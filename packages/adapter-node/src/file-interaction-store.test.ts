@@ -52,14 +52,20 @@ describe('file interaction store errors', () => {
     const directory = await freshFolder();
     await writeFile(path.join(directory, 'blocked'), 'a file where the store wants a folder');
     const store = createFileInteractionStore({ directory: path.join(directory, 'blocked', 'interactions') });
-    const failure = await store.save('run-1', { a: 1 }).catch((error: unknown) => error as AgentError);
+    const failure = (await store.save('run-1', { a: 1 }).then(
+      () => undefined,
+      (error: unknown) => error,
+    )) as AgentError;
     expect(failure).toMatchObject({ code: 'STORE_ERROR' });
     expect(failure.message).toBe('Could not save interaction run-1 in the file store: ENOTDIR (not a directory)');
     expect(failure.message).not.toContain(directory);
 
     const readable = createFileInteractionStore({ directory });
     await writeFile(path.join(directory, 'broken.json'), '{not json');
-    const broken = await readable.take('broken').catch((error: unknown) => error as AgentError);
+    const broken = (await readable.take('broken').then(
+      () => undefined,
+      (error: unknown) => error,
+    )) as AgentError;
     expect(broken.message).toBe('Could not read interaction broken in the file store: the stored file is not valid JSON');
   });
 });

@@ -3,6 +3,7 @@ import { connect, type AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startDevServer, type DevServer } from './dev-server.js';
+import { createReverseProxy } from './reverse-proxy.js';
 
 let upstream: Server | undefined;
 let victim: Server | undefined;
@@ -51,6 +52,7 @@ async function fakeUpstream(): Promise<string> {
     request.on('data', (chunk: Buffer) => (body += chunk.toString()));
     request.on('end', () => {
       const url = new URL(request.url ?? '/', 'http://x');
+      if (url.pathname === '/v1beta1/hang') return;
       if (url.pathname.endsWith('/v1beta1/hop')) {
         response.writeHead(200, { 'content-type': 'application/json', connection: 'x-upstream-hop', 'x-upstream-hop': 'private', 'keep-alive': 'timeout=5' });
         response.end(JSON.stringify({ headers: request.headers }));
@@ -244,5 +246,17 @@ describe('reverse proxy: reaches the upstream and nothing else', () => {
     expect(failure).toBeInstanceOf(Error);
     expect((failure as Error).message).toMatch(/may not hold credentials/);
     expect((failure as Error).message).not.toContain('hunter2-secret');
+  });
+});
+
+describe('createReverseProxy', () => {
+  it('answers 504 when the upstream sends no headers within the timeout', async () => {
+    const proxy = createReverseProxy({ upstreamUrl: await fakeUpstream(), fetch, headersTimeoutMs: 200 });
+    const response = await proxy(new Request('http://localhost/v1beta1/hang'));
+    expect(response.status).toBe(504);
+    expect(((await response.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+      code: 'TIMEOUT',
+      message: expect.stringMatching(/sent no answer within 200 ms$/),
+    });
   });
 });

@@ -220,7 +220,8 @@ describe('createAgentHandler: CORS', () => {
     expect(await refused.json()).toMatchObject({ error: { code: 'FORBIDDEN', message: expect.stringContaining(SITE) } });
     expect(tokens).toEqual([]);
     // The same host (also behind a TLS-terminating proxy) and callers without Origin are served.
-    for (const headers of [{ origin: 'http://agent.test' }, { origin: 'https://agent.test' }, {}]) {
+    const callers: Array<Record<string, string>> = [{ origin: 'http://agent.test' }, { origin: 'https://agent.test' }, {}];
+    for (const headers of callers) {
       const response = await handler(post(body, headers));
       expect(response.status).toBe(200);
       expect(response.headers.get('access-control-allow-origin')).toBeNull();
