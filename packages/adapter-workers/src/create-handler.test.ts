@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { AgentPorts, InteractionStore } from '@org/core';
 import { createAgentHandler } from '@org/core/http';
 import { createMemoryInteractionStore, createScriptedBackendClient, functionCallChunk, thoughtChunk } from '@org/core/testing';
-import { agentRequest, typesOf, wireEvents } from '../test/helpers.js';
+import { agentJsonRequest, agentRequest, typesOf, wireEvents } from '../test/helpers.js';
 import { createHandler, type WorkerHandlerOptions } from './create-handler.js';
 import { createDurableObjectInteractionStore } from './durable-object-interaction-store.js';
 import { createKvInteractionStore } from './kv-interaction-store.js';
@@ -108,13 +108,17 @@ describe('createHandler', () => {
     const nodeHandler = createAgentHandler({ createPorts: () => ({ backend: greeterBackend(), store: createMemoryInteractionStore() }) });
     const bodies = ['{"start":', JSON.stringify({ start: { segments: [{ bogus: {} }] } }), JSON.stringify({ resume: { interactionId: 7 } })];
     for (const body of bodies) {
-      const fromWorker = await exports.default.fetch(agentRequest(body));
-      const fromCore = await nodeHandler(agentRequest(body));
+      const fromWorker = await exports.default.fetch(agentJsonRequest(body));
+      const fromCore = await nodeHandler(agentJsonRequest(body));
       expect(fromWorker.status).toBe(400);
       expect(fromWorker.headers.get('content-type')).toBe('application/json; charset=utf-8');
       expect(await fromWorker.text()).toBe(await fromCore.text());
     }
-    const response = await exports.default.fetch(agentRequest({ start: { segments: [{ bogus: {} }] } }));
+    // A caller that asked for SSE (the Opal client) gets the error as an event it can show.
+    expect(await wireEvents(await exports.default.fetch(agentRequest({ start: { segments: [{ bogus: {} }] } })))).toEqual([
+      { error: { message: 'start.segments[0]: unknown segment kind "bogus"', code: 'BAD_REQUEST' } },
+    ]);
+    const response = await exports.default.fetch(agentJsonRequest({ start: { segments: [{ bogus: {} }] } }));
     expect(await response.json()).toEqual({
       error: {
         code: 'BAD_REQUEST',
@@ -125,10 +129,23 @@ describe('createHandler', () => {
     });
   });
 
+  it('answers browsers from the origins given in cors, and refuses others', async () => {
+    const worker = greeterWorker((workerEnv) => createKvInteractionStore(workerEnv.INTERACTIONS_KV), { cors: { origins: ['https://app.example.com'] } });
+    const preflight = (origin: string) =>
+      new Request('https://agent.test/v1beta1/streamRunAgent', { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST' } });
+    const allowed = await send(worker, preflight('https://app.example.com'));
+    expect(allowed.status).toBe(204);
+    expect(allowed.headers.get('access-control-allow-origin')).toBe('https://app.example.com');
+    expect((await send(worker, preflight('https://elsewhere.example.com'))).status).toBe(403);
+    const stream = await send(worker, agentRequest(START, { origin: 'https://app.example.com' }));
+    expect(stream.headers.get('access-control-allow-origin')).toBe('https://app.example.com');
+    expect(typesOf(await wireEvents(stream)).at(-1)).toBe('waitForInput');
+  });
+
   it('says which secret is missing when GEMINI_API_KEY is not set', async () => {
     const worker = createHandler<TestEnv>();
     const response = await worker.fetch?.(
-      agentRequest(START) as Request<unknown, IncomingRequestCfProperties>,
+      agentJsonRequest(START) as Request<unknown, IncomingRequestCfProperties>,
       { ...env, GEMINI_API_KEY: undefined },
       createExecutionContext(),
     );

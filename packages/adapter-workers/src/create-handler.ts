@@ -5,6 +5,7 @@ import {
   createGeminiBackendClient,
   errorResponse,
   type AgentRequestContext,
+  type CorsOptions,
 } from '@org/core/http';
 import { createDurableObjectInteractionStore, type InteractionStoreObject } from './durable-object-interaction-store.js';
 import { createKvInteractionStore } from './kv-interaction-store.js';
@@ -47,6 +48,8 @@ export interface WorkerHandlerOptions<Env> {
   maxBodyBytes?: number;
   /** Send an SSE keep-alive comment after this much silence. Default 15 s. */
   keepAliveMs?: number;
+  /** Which other origins a browser page may call from (as `createAgentHandler`'s `cors`). Default: same origin only. */
+  cors?: CorsOptions;
   /** Who owns a run started with this token. Default: a SHA-256 digest of the token. */
   resolveOwner?(accessToken: string | undefined, env: Env): string | undefined | Promise<string | undefined>;
   /** Answers requests to paths other than the agent endpoints. Default: a 404 JSON error. */
@@ -85,6 +88,7 @@ export function createHandler<Env = AgentWorkerEnv>(options: WorkerHandlerOption
         ...(options.resolveOwner ? { resolveOwner: (accessToken: string | undefined) => options.resolveOwner?.(accessToken, env) } : {}),
         ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }),
         ...(options.keepAliveMs === undefined ? {} : { keepAliveMs: options.keepAliveMs }),
+        ...(options.cors ? { cors: options.cors } : {}),
       });
       try {
         return await handler(request as unknown as Request);

@@ -10,6 +10,7 @@ export {
   type GeminiBackendClientOptions,
   type RetryOptions,
 } from './gemini-backend-client.js';
+export { withCors, type CorsOptions } from './cors.js';
 export { createUpstreamBackendClient, type UpstreamBackendClientOptions } from './upstream-backend-client.js';
 export {
   createHttpDriveOperationsClient,
