@@ -41,6 +41,8 @@ type Checks = {
   conformance(): Promise<Array<{ name: string; message: string }>>;
   local(objective: string): Promise<{ shape: string[]; result: { success: boolean; outcomes?: unknown } }>;
   remote(objective: string): Promise<{ shape: string[]; result: { success: boolean; outcomes?: unknown } }>;
+  expirySweep(): Promise<{ records: string[]; states: string[] }>;
+  legacyDatabase(): Promise<{ old: unknown; created: string; fresh: string | null }>;
   suspendLocally(objective: string): Promise<string>;
   resumeLocally(id: string): Promise<{ types: string[]; result?: { success: boolean; outcomes?: unknown }; error?: string }>;
 };
@@ -57,6 +59,14 @@ const inPage = <K extends keyof Checks>(name: K, ...args: Parameters<Checks[K]>)
 describe('in Chromium', () => {
   it('the IndexedDB store passes the InteractionStore conformance suite', async () => {
     expect(await inPage('conformance')).toEqual([]);
+  });
+
+  it('removes expired records from the database on a later write', async () => {
+    expect(await inPage('expirySweep')).toEqual({ records: ['new'], states: ['new'] });
+  });
+
+  it('opens a database of the earlier layout: adds what is missing, and its old entries read as absent', async () => {
+    expect(await inPage('legacyDatabase')).toEqual({ old: null, created: 'string', fresh: '"new"' });
   });
 
   it('a local run and a remote run of the same scenario produce the same event sequence', async () => {

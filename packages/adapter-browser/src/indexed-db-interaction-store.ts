@@ -1,36 +1,51 @@
-import type { InteractionStore } from '@org/core';
+import { AgentError, DEFAULT_INTERACTION_TTL_MS, type InteractionRecord, type InteractionStore } from '@org/core';
 
 /** Options of {@link createIndexedDbInteractionStore}. */
 export interface IndexedDbInteractionStoreOptions {
   /** Database name. Default `org-agent`. */
   databaseName?: string;
-  /** Object store name inside the database. Default `interactions`. */
+  /** Object store of the records' meta; their states go in `<storeName>-states`. Default `interactions`. */
   storeName?: string;
-  /** Entries older than this are treated as absent (and removed when seen). Default: kept until taken. */
+  /** Records not written for this long read as absent, and are removed. Default 7 days. */
   ttlMs?: number;
+  /**
+   * The largest state kept, in UTF-8 bytes; the runtime refuses bigger ones with
+   * `PAYLOAD_TOO_LARGE` before writing. Default: the runtime's limit (64 MiB).
+   */
+  maxStateBytes?: number;
   /** The IndexedDB factory. Default: the page's `indexedDB`. */
   indexedDB?: IDBFactory;
-  /** Clock, for expiry. */
+  /** Clock (epoch ms), for tests of expiry. */
   now?: () => number;
 }
 
-interface StoredEntry {
-  json: string;
-  savedAt: number;
+/** What the meta object store keeps per id. */
+interface StoredRecord {
+  meta: string;
+  version: string;
+  writtenAt: number;
 }
 
+/** The index of the meta object store by write time, for removing expired records. */
+const WRITTEN_AT = 'writtenAt';
+
+/** Expired records are swept at most this often. */
+const SWEEP_EVERY_MS = 60_000;
+
 /**
- * An `InteractionStore` in the browser's IndexedDB, so a suspended in-page run survives a reload
- * and is resumed at most once even across tabs: `take` reads and deletes in one read-write
- * transaction, which IndexedDB runs one at a time for the same store.
+ * An `InteractionStore` in the browser's IndexedDB, so a suspended or interrupted in-page run
+ * survives a reload, and two tabs never resume it at once: a conditional write reads the version
+ * and writes in one read-write transaction, and IndexedDB runs read-write transactions on the
+ * same object stores one at a time, across tabs.
  *
- * Values are kept as JSON text, so what is stored is exactly what a server store would keep.
+ * Meta and state live in two object stores, so a claim or lease renewal (meta alone) does not
+ * copy the state again. Records expire `ttlMs` after their last write: they read as absent at
+ * once, and writes sweep them from the database now and then.
  *
  * @example
  * ```ts
  * const store = createIndexedDbInteractionStore({ databaseName: 'my-app' });
- * await store.save('i-1', { version: 1 });
- * await store.take('i-1'); // -> { version: 1 }, and it is gone
+ * const client = createLocalAgentClient({ geminiBaseUrl: '/gemini', store });
  * ```
  */
 export function createIndexedDbInteractionStore(options: IndexedDbInteractionStoreOptions = {}): InteractionStore & {
@@ -38,16 +53,20 @@ export function createIndexedDbInteractionStore(options: IndexedDbInteractionSto
   close(): void;
 } {
   const databaseName = options.databaseName ?? 'org-agent';
-  const storeName = options.storeName ?? 'interactions';
+  const recordsName = options.storeName ?? 'interactions';
+  const statesName = `${recordsName}-states`;
   const now = options.now ?? Date.now;
+  const ttlMs = options.ttlMs ?? DEFAULT_INTERACTION_TTL_MS;
+  if (!(ttlMs > 0)) throw new TypeError(`createIndexedDbInteractionStore: ttlMs must be a positive number of milliseconds, got ${ttlMs}`);
   const factory = options.indexedDB ?? globalThis.indexedDB;
   if (!factory) {
     throw new TypeError('createIndexedDbInteractionStore: no IndexedDB here; pass options.indexedDB');
   }
   let opening: Promise<IDBDatabase> | undefined;
+  let lastSweep = 0;
 
   const database = (): Promise<IDBDatabase> => {
-    opening ??= openDatabase(factory, databaseName, storeName).then((db) => {
+    opening ??= openDatabase(factory, databaseName, recordsName, statesName).then((db) => {
       // Another tab upgrading the schema: let it, and reopen on the next call.
       db.onversionchange = () => {
         db.close();
@@ -61,91 +80,166 @@ export function createIndexedDbInteractionStore(options: IndexedDbInteractionSto
     return opening;
   };
 
-  const transact = async <T>(mode: IDBTransactionMode, work: (store: IDBObjectStore) => Promise<T> | T): Promise<T> => {
-    const db = await database();
-    const transaction = db.transaction(storeName, mode);
-    const done = new Promise<void>((resolve, reject) => {
-      transaction.oncomplete = () => resolve();
-      transaction.onabort = () => reject(transaction.error ?? new Error('IndexedDB transaction aborted'));
-      transaction.onerror = () => reject(transaction.error ?? new Error('IndexedDB transaction failed'));
-    });
-    const value = await work(transaction.objectStore(storeName));
-    await done;
-    return value;
+  /** Runs `work` in one transaction over both object stores and resolves once it committed. */
+  const transact = async <T>(
+    id: string,
+    action: string,
+    mode: IDBTransactionMode,
+    work: (records: IDBObjectStore, states: IDBObjectStore) => Promise<T>,
+  ): Promise<T> => {
+    try {
+      const db = await database();
+      const transaction = db.transaction([recordsName, statesName], mode);
+      const done = new Promise<void>((resolve, reject) => {
+        transaction.oncomplete = () => resolve();
+        transaction.onabort = () => reject(transaction.error ?? new DOMException('The transaction was aborted', 'AbortError'));
+      });
+      done.catch(() => undefined);
+      let value: T;
+      try {
+        value = await work(transaction.objectStore(recordsName), transaction.objectStore(statesName));
+      } catch (error) {
+        try {
+          transaction.abort();
+        } catch {
+          // Already finished or aborted.
+        }
+        throw error;
+      }
+      await done;
+      return value;
+    } catch (error) {
+      if (error instanceof AgentError) throw error;
+      const name = error instanceof Error ? error.name : 'Error';
+      throw new AgentError('STORE_ERROR', `Could not ${action} interaction ${id} in IndexedDB (${name})`, { cause: error, details: { interactionId: id } });
+    }
   };
 
-  const expired = (entry: StoredEntry | undefined): boolean =>
-    entry !== undefined && options.ttlMs !== undefined && now() - entry.savedAt > options.ttlMs;
+  /** The record under `id` if it is one this store wrote and it has not expired. */
+  const live = (found: unknown): StoredRecord | undefined => {
+    const record = found as Partial<StoredRecord> | undefined;
+    if (typeof record?.version !== 'string' || typeof record.meta !== 'string' || typeof record.writtenAt !== 'number') return undefined;
+    return now() - record.writtenAt >= ttlMs ? undefined : (record as StoredRecord);
+  };
+
+  const sweep = async (): Promise<void> => {
+    const current = now();
+    if (current - lastSweep < Math.min(SWEEP_EVERY_MS, ttlMs)) return;
+    lastSweep = current;
+    await transact('(expired)', 'sweep', 'readwrite', (records, states) => {
+      const cursor = records.index(WRITTEN_AT).openKeyCursor(IDBKeyRange.upperBound(current - ttlMs));
+      return new Promise<void>((resolve, reject) => {
+        cursor.onsuccess = () => {
+          const found = cursor.result;
+          if (!found) {
+            resolve();
+            return;
+          }
+          records.delete(found.primaryKey);
+          states.delete(found.primaryKey);
+          found.continue();
+        };
+        cursor.onerror = () => reject(cursor.error);
+      });
+    });
+  };
 
   return {
-    async save(id, value) {
-      const json = JSON.stringify(value);
-      if (json === undefined) throw new TypeError(`Interaction ${id}: value is not JSON-serialisable`);
-      const entry: StoredEntry = { json, savedAt: now() };
-      await transact('readwrite', (store) => {
-        store.put(entry, id);
+    ...(options.maxStateBytes === undefined ? {} : { maxStateBytes: options.maxStateBytes }),
+    async get(id) {
+      return transact(id, 'read', 'readonly', async (records, states) => {
+        const [found, state] = await Promise.all([request(records.get(id)), request(states.get(id))]);
+        const record = live(found);
+        if (!record || typeof state !== 'string') return undefined;
+        const result: InteractionRecord = { meta: record.meta, state, version: record.version };
+        return result;
       });
     },
-    async take(id) {
-      const entry = await transact('readwrite', async (store) => {
-        const found = (await request(store.get(id))) as StoredEntry | undefined;
-        if (found !== undefined) store.delete(id);
-        return found;
+    async set(id, write, expected) {
+      if (expected === null && write.state === undefined) throw new AgentError('STORE_ERROR', `Interaction ${id}: a new record needs a state`);
+      if (write.state !== undefined && options.maxStateBytes !== undefined) checkSize(id, write.state, options.maxStateBytes);
+      const version = await transact(id, 'save', 'readwrite', async (records, states) => {
+        const current = live(await request(records.get(id)));
+        if (expected === null ? current !== undefined : current?.version !== expected) return undefined;
+        const next: StoredRecord = { meta: write.meta, version: crypto.randomUUID(), writtenAt: now() };
+        records.put(next, id);
+        if (write.state !== undefined) states.put(write.state, id);
+        return next.version;
       });
-      if (entry === undefined || expired(entry)) return undefined;
-      return JSON.parse(entry.json) as unknown;
+      void sweep().catch(() => undefined);
+      return version;
     },
-    async has(id) {
-      const entry = await transact('readonly', (store) => request(store.get(id)) as Promise<StoredEntry | undefined>);
-      if (expired(entry)) {
-        await transact('readwrite', (store) => {
-          store.delete(id);
-        });
-        return false;
-      }
-      return entry !== undefined;
-    },
-    async delete(id) {
-      await transact('readwrite', (store) => {
-        store.delete(id);
+    async delete(id, expected) {
+      return transact(id, 'delete', 'readwrite', async (records, states) => {
+        const current = live(await request(records.get(id)));
+        if (!current || (expected !== undefined && current.version !== expected)) return false;
+        records.delete(id);
+        states.delete(id);
+        return true;
       });
     },
     close() {
       const pending = opening;
       opening = undefined;
-      void pending?.then((db) => db.close());
+      void pending?.then((db) => db.close()).catch(() => undefined);
     },
   };
 }
 
-function openDatabase(factory: IDBFactory, name: string, storeName: string): Promise<IDBDatabase> {
+function checkSize(id: string, state: string, limit: number): void {
+  // Three bytes per UTF-16 unit is the worst case, so short texts need no exact count.
+  if (state.length * 3 <= limit) return;
+  const size = new TextEncoder().encode(state).byteLength;
+  if (size > limit) {
+    throw new AgentError('PAYLOAD_TOO_LARGE', `Interaction ${id} is ${size} bytes of JSON, more than this store's limit of ${limit} bytes`, {
+      details: { interactionId: id, size, limit },
+    });
+  }
+}
+
+/** Whether the database has both object stores and the write-time index. */
+function hasSchema(db: IDBDatabase, recordsName: string, statesName: string): boolean {
+  if (!db.objectStoreNames.contains(recordsName) || !db.objectStoreNames.contains(statesName)) return false;
+  const transaction = db.transaction(recordsName, 'readonly');
+  return transaction.objectStore(recordsName).indexNames.contains(WRITTEN_AT);
+}
+
+/** Adds whatever of the schema is missing, inside a version change. */
+function addSchema(db: IDBDatabase, transaction: IDBTransaction | null, recordsName: string, statesName: string): void {
+  const records = db.objectStoreNames.contains(recordsName) ? transaction?.objectStore(recordsName) : db.createObjectStore(recordsName);
+  if (records && !records.indexNames.contains(WRITTEN_AT)) records.createIndex(WRITTEN_AT, WRITTEN_AT);
+  if (!db.objectStoreNames.contains(statesName)) db.createObjectStore(statesName);
+}
+
+function openDatabase(factory: IDBFactory, name: string, recordsName: string, statesName: string): Promise<IDBDatabase> {
   return new Promise((resolve, reject) => {
+    const blocked = () => reject(new Error(`IndexedDB database ${name} is blocked by another tab holding an older version open`));
     const open = factory.open(name);
-    open.onupgradeneeded = () => {
-      if (!open.result.objectStoreNames.contains(storeName)) open.result.createObjectStore(storeName);
-    };
+    open.onupgradeneeded = () => addSchema(open.result, open.transaction, recordsName, statesName);
     open.onsuccess = () => {
       const db = open.result;
-      if (db.objectStoreNames.contains(storeName)) {
+      if (hasSchema(db, recordsName, statesName)) {
         resolve(db);
         return;
       }
-      // The database exists without our store (another store name was used first): add it.
+      // The database exists without our object stores (another store name was used first, or
+      // an older layout): add them.
       const version = db.version + 1;
       db.close();
       const upgrade = factory.open(name, version);
-      upgrade.onupgradeneeded = () => upgrade.result.createObjectStore(storeName);
+      upgrade.onupgradeneeded = () => addSchema(upgrade.result, upgrade.transaction, recordsName, statesName);
       upgrade.onsuccess = () => resolve(upgrade.result);
       upgrade.onerror = () => reject(upgrade.error);
+      upgrade.onblocked = blocked;
     };
     open.onerror = () => reject(open.error ?? new Error(`Could not open IndexedDB database ${name}`));
-    open.onblocked = () => reject(new Error(`IndexedDB database ${name} is blocked by another tab holding an older version open`));
+    open.onblocked = blocked;
   });
 }
 
-function request<T>(req: IDBRequest<T>): Promise<T> {
+function request<T>(pending: IDBRequest<T>): Promise<T> {
   return new Promise((resolve, reject) => {
-    req.onsuccess = () => resolve(req.result);
-    req.onerror = () => reject(req.error);
+    pending.onsuccess = () => resolve(pending.result);
+    pending.onerror = () => reject(pending.error);
   });
 }

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -70,5 +70,21 @@ describe('file interaction store', () => {
     await store.set('new', { meta: '{}', state: '1' }, null);
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect((await readdir(directory)).filter((name) => name.startsWith('old'))).toEqual([]);
+  });
+});
+
+describe('file interaction store errors', () => {
+  it('say what failed without naming the folder or any path', async () => {
+    const directory = await freshFolder();
+    await writeFile(path.join(directory, 'blocked'), 'a file where the store wants a folder');
+    const store = createFileInteractionStore({ directory: path.join(directory, 'blocked', 'interactions') });
+    const failure = (await store.set('run-1', { meta: '{}', state: '1' }, null).catch((error: unknown) => error)) as Error;
+    expect(failure).toMatchObject({ code: 'STORE_ERROR', message: 'Could not save interaction run-1 (ENOTDIR)' });
+    expect(failure.message).not.toContain(directory);
+
+    const readable = createFileInteractionStore({ directory });
+    await writeFile(path.join(directory, 'broken.meta'), '{not json');
+    const broken = (await readable.get('broken').catch((error: unknown) => error)) as Error;
+    expect(broken).toMatchObject({ code: 'STORE_ERROR', message: 'Interaction broken has a damaged record' });
   });
 });

@@ -86,7 +86,12 @@ export function createFileInteractionStore(options: FileInteractionStoreOptions)
   };
 
   const withLock = async <T>(id: string, action: string, body: () => Promise<T>): Promise<T> => {
-    await ensureDirectory();
+    try {
+      await ensureDirectory();
+    } catch (error) {
+      ready = undefined;
+      throw failure(id, action, error);
+    }
     const lock = fileOf(id, '.lock');
     const deadline = Date.now() + LOCK_WAIT_MS;
     for (;;) {

@@ -1,4 +1,5 @@
 import { createServer } from 'node:http';
+import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAgentHandler } from '@org/core/http';
 import { createMemoryInteractionStore, createScriptedBackendClient, functionCallChunk, thoughtChunk } from '@org/core/testing';
@@ -36,7 +37,7 @@ describe('adapter-node', () => {
     try {
       const first = await fetch(`${server.url}/v1beta1/streamRunAgent?alt=sse`, {
         method: 'POST',
-        headers: { authorization: 'Bearer t' },
+        headers: { authorization: 'Bearer t', 'content-type': 'application/json' },
         body: JSON.stringify({ start: { segments: [{ textSegment: { text: 'Greet me' } }] } }),
       });
       expect(first.headers.get('content-type')).toMatch(/^text\/event-stream/);
@@ -45,7 +46,7 @@ describe('adapter-node', () => {
       expect(interactionId).toBeTruthy();
       const second = await fetch(`http://127.0.0.1:${otherPort}/api/agent/run`, {
         method: 'POST',
-        headers: { authorization: 'Bearer t' },
+        headers: { authorization: 'Bearer t', 'content-type': 'application/json' },
         body: JSON.stringify({ resume: { interactionId, response: { input: { parts: [{ text: 'Ada' }] } } } }),
       });
       expect((await readEvents(second)).at(-1)).toMatchObject({ complete: { result: { success: true } } });
@@ -59,7 +60,11 @@ describe('adapter-node', () => {
     server = await serve({
       handler: createAgentHandler({ createPorts: () => ({ backend: createScriptedBackendClient([]), store: createMemoryInteractionStore() }) }),
     });
-    const response = await fetch(`${server.url}/v1beta1/streamRunAgent`, { method: 'POST', body: '{"segments": 5}' });
+    const response = await fetch(`${server.url}/v1beta1/streamRunAgent`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"segments": 5}',
+    });
     expect(response.status).toBe(400);
     expect(await response.json()).toMatchObject({ error: { code: 'BAD_REQUEST', message: expect.stringMatching(/^segments: /) } });
   });
@@ -72,6 +77,7 @@ describe('adapter-node', () => {
     const controller = new AbortController();
     const response = await fetch(`${server.url}/v1beta1/streamRunAgent`, {
       method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ segments: [{ type: 'text', text: 'slow' }] }),
       signal: controller.signal,
     });
@@ -86,5 +92,133 @@ describe('adapter-node', () => {
     controller.abort();
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(backend.abortedCount).toBe(1);
+  });
+});
+
+/** Sends raw bytes on one socket and resolves with everything the server sent until it closed. */
+function rawExchange(port: number, text: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(text));
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
+    socket.on('error', reject);
+    socket.on('close', () => resolve(received));
+  });
+}
+
+function greeterPorts() {
+  const store = createMemoryInteractionStore();
+  const backend = createScriptedBackendClient((request) => {
+    const answer = request.body.contents.at(-1)?.parts[0]?.functionResponse?.response?.user_input;
+    return typeof answer === 'string'
+      ? [functionCallChunk('system_objective_fulfilled', { objective_outcome: `Hello ${answer}` })]
+      : [thoughtChunk('Asking'), functionCallChunk('chat_request_user_input', { user_message: 'Name?' })];
+  });
+  return () => ({ backend, store });
+}
+
+async function normalRun(url: string): Promise<Array<Record<string, Record<string, unknown>>>> {
+  const response = await fetch(`${url}/v1beta1/streamRunAgent?alt=sse`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ start: { segments: [{ textSegment: { text: 'Greet me' } }] } }),
+  });
+  return readEvents(response);
+}
+
+describe('adapter-node: request targets', () => {
+  it('refuses absolute-form targets, dot segments and their encodings with 400, and keeps //host a path', async () => {
+    const seen: string[] = [];
+    server = await serve({
+      handler: async (request) => {
+        seen.push(request.url);
+        return new Response(new URL(request.url).pathname);
+      },
+    });
+    const refused = [
+      'GET http://127.0.0.1:1/v1beta1/x HTTP/1.1',
+      'GET /v1beta1/../../etc/passwd HTTP/1.1',
+      'GET /v1beta1/%2e%2e/admin HTTP/1.1',
+      'GET /v1beta1/.%2E/admin HTTP/1.1',
+      'GET /v1beta1/./x HTTP/1.1',
+      'GET /v1beta1\\..\\admin HTTP/1.1',
+    ];
+    for (const line of refused) {
+      const answer = await rawExchange(server.port, `${line}\r\nHost: localhost\r\n\r\n`);
+      expect(answer, line).toMatch(/^HTTP\/1\.1 400 /);
+      expect(answer, line).toContain('"code":"BAD_REQUEST"');
+    }
+    // Node's parser itself refuses the authority form.
+    expect(await rawExchange(server.port, 'GET 127.0.0.1:1 HTTP/1.1\r\nHost: localhost\r\n\r\n')).toMatch(/^HTTP\/1\.1 400 /);
+    expect(seen).toEqual([]);
+    const doubleSlash = await rawExchange(server.port, 'GET //127.0.0.1:1/v1beta1/x HTTP/1.1\r\nHost: localhost:9\r\nConnection: close\r\n\r\n');
+    expect(doubleSlash).toMatch(/^HTTP\/1\.1 200 /);
+    expect(seen).toEqual(['http://localhost:9//127.0.0.1:1/v1beta1/x']);
+    expect(doubleSlash).toContain('//127.0.0.1:1/v1beta1/x');
+  });
+
+  it('answers a handler that throws with a 500 that names no file and no secret', async () => {
+    server = await serve({
+      handler: async () => {
+        throw new Error("ENOENT: no such file or directory, open '/srv/secret/state.json' (key=AIzaSyA-123)");
+      },
+    });
+    const response = await fetch(`${server.url}/x`);
+    expect(response.status).toBe(500);
+    expect(await response.json()).toEqual({ error: { code: 'INTERNAL', message: 'The server failed to answer this request', status: 500 } });
+  });
+});
+
+describe('adapter-node: connection limits', () => {
+  it('closes 1,000 never-ending bodies with 408 after the request timeout, while a normal run goes through', async () => {
+    server = await serve({ handler: createAgentHandler({ createPorts: greeterPorts() }), requestTimeoutMs: 1500, headersTimeoutMs: 1000 });
+    const port = server.port;
+    const opened = performance.now();
+    const slow = Array.from({ length: 1000 }, () =>
+      new Promise<{ answer: string; closedAfterMs: number }>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1', () =>
+          socket.write(
+            'POST /v1beta1/streamRunAgent HTTP/1.1\r\nHost: localhost\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n{"start":',
+          ),
+        );
+        let answer = '';
+        socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+        socket.on('error', reject);
+        socket.on('close', () => resolve({ answer, closedAfterMs: performance.now() - opened }));
+      }),
+    );
+    // While every slow socket is still open, a run starts and suspends as usual.
+    const events = await normalRun(server.url);
+    expect(events.at(-1)).toHaveProperty('waitForInput');
+    const results = await Promise.all(slow);
+    expect(results.every((result) => result.answer.startsWith('HTTP/1.1 408'))).toBe(true);
+    const closing = results.map((result) => result.closedAfterMs).sort((a, b) => a - b);
+    console.info(`1000 slow bodies closed with 408 between ${Math.round(closing[0] ?? 0)} and ${Math.round(closing.at(-1) ?? 0)} ms (request timeout 1500 ms)`);
+    // And the server is as good as new afterwards.
+    expect((await normalRun(server.url)).at(-1)).toHaveProperty('waitForInput');
+  }, 20_000);
+
+  it('holds at most maxConnections sockets, and serves again once slow ones time out', async () => {
+    server = await serve({ handler: async () => new Response('ok'), maxConnections: 3, headersTimeoutMs: 500, requestTimeoutMs: 500 });
+    const port = server.port;
+    const holders = Array.from({ length: 3 }, () =>
+      new Promise<string>((resolve) => {
+        const socket = connect(port, '127.0.0.1', () => socket.write('GET / HTTP/1.1\r\nHost: localhost\r\n'));
+        let answer = '';
+        socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+        socket.on('error', () => undefined);
+        socket.on('close', () => resolve(answer));
+      }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    // A fourth connection is closed at once, with nothing read.
+    expect(await rawExchange(port, 'GET / HTTP/1.1\r\nHost: localhost\r\n\r\n')).toBe('');
+    expect((await Promise.all(holders)).every((answer) => answer.startsWith('HTTP/1.1 408'))).toBe(true);
+    expect(await (await fetch(`${server.url}/`)).text()).toBe('ok');
+  });
+
+  it('refuses timeouts and caps that are not positive numbers', () => {
+    expect(() => serve({ handler: async () => new Response(), requestTimeoutMs: 0 })).toThrow(/requestTimeoutMs must be a positive number/);
+    expect(() => serve({ handler: async () => new Response(), maxConnections: Number.NaN })).toThrow(/maxConnections/);
   });
 });

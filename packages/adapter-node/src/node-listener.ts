@@ -1,12 +1,16 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
+import { AgentError } from '@org/core';
 
 /** A Web-standard request handler, such as the one `createAgentHandler` returns. */
 export type WebHandler = (request: Request) => Promise<Response>;
 
 /**
  * Puts a Web handler behind `node:http`: the request body is streamed in, the response streamed
- * out with backpressure, and a client that goes away aborts the request's signal.
+ * out with backpressure, and a client that goes away aborts the request's signal. Only
+ * origin-form targets (`/path?query`) without dot segments reach the handler; an absolute-form
+ * target (`http://other-host/...`), `..` or `.` segments (also percent-encoded) get 400, so the
+ * URL the handler sees is always this server's and its path is the one the client sent.
  *
  * @example
  * ```ts
@@ -15,19 +19,44 @@ export type WebHandler = (request: Request) => Promise<Response>;
  */
 export function createNodeListener(handler: WebHandler): (request: IncomingMessage, response: ServerResponse) => void {
   return (incoming, outgoing) => {
+    const refusal = refuseTarget(incoming);
+    if (refusal) {
+      const error = new AgentError('BAD_REQUEST', refusal, { details: { path: '(request target)' } });
+      outgoing.writeHead(error.status, { 'content-type': 'application/json; charset=utf-8', connection: 'close' });
+      outgoing.end(JSON.stringify(error.toJSON()));
+      return;
+    }
     const controller = new AbortController();
     outgoing.on('close', () => {
       if (!outgoing.writableFinished) controller.abort(new Error('Client disconnected'));
     });
     void serveOne(handler, incoming, outgoing, controller).catch((error: unknown) => {
+      if (outgoing.destroyed) return;
       if (!outgoing.headersSent) {
-        outgoing.writeHead(500, { 'content-type': 'application/json; charset=utf-8' });
-        outgoing.end(JSON.stringify({ error: { code: 'INTERNAL', message: messageOf(error), status: 500 } }));
+        // The handler failed without an answer; its message may name files or secrets, so it stays here.
+        const failure = new AgentError('INTERNAL', 'The server failed to answer this request');
+        outgoing.writeHead(failure.status, { 'content-type': 'application/json; charset=utf-8' });
+        outgoing.end(JSON.stringify(failure.toJSON()));
       } else {
-        outgoing.destroy(error instanceof Error ? error : new Error(messageOf(error)));
+        outgoing.destroy(error instanceof Error ? error : new Error(String(error)));
       }
     });
   };
+}
+
+/** Why a request target is refused, or `undefined` when it is a plain origin-form path. */
+function refuseTarget(incoming: IncomingMessage): string | undefined {
+  const target = incoming.url ?? '/';
+  if (!target.startsWith('/')) {
+    return 'The request target must be a path starting with "/"; absolute URLs and authority forms are not served';
+  }
+  const queryAt = target.search(/[?#]/);
+  const path = queryAt === -1 ? target : target.slice(0, queryAt);
+  for (const segment of path.split(/[/\\]/)) {
+    const decoded = segment.replace(/%2e/gi, '.');
+    if (decoded === '.' || decoded === '..') return 'The request path must not hold "." or ".." segments (plain or percent-encoded)';
+  }
+  return undefined;
 }
 
 async function serveOne(
@@ -36,8 +65,9 @@ async function serveOne(
   outgoing: ServerResponse,
   controller: AbortController,
 ): Promise<void> {
-  const host = incoming.headers.host ?? 'localhost';
-  const url = new URL(incoming.url ?? '/', `http://${host}`);
+  // Joined as text, never resolved against a base: a path such as `//other-host/x` stays a path.
+  const host = validHost(incoming.headers.host);
+  const url = new URL(`http://${host}${incoming.url ?? '/'}`);
   const headers = new Headers();
   for (const [name, value] of Object.entries(incoming.headers)) {
     if (value === undefined) continue;
@@ -105,19 +135,56 @@ export interface ServeOptions {
   /** `0` (default) picks a free port. */
   port?: number;
   host?: string;
+  /** A client must send all request headers within this many ms, else it gets 408. Default 15 000. */
+  headersTimeoutMs?: number;
+  /**
+   * A client must send the whole request, body included, within this many ms, else it gets 408
+   * and the connection is closed; the response may then stream for as long as it needs. Default 60 000.
+   */
+  requestTimeoutMs?: number;
+  /** An idle kept-alive connection is closed after this many ms. Default 5 000. */
+  keepAliveTimeoutMs?: number;
+  /**
+   * Most open connections; more are closed as they arrive, so a flood of sockets cannot use up
+   * the process's file descriptors (which runs need for models and stores). Default 4 096.
+   */
+  maxConnections?: number;
 }
 
+/** Default limits of {@link serve}. */
+const SERVE_DEFAULTS = {
+  headersTimeoutMs: 15_000,
+  requestTimeoutMs: 60_000,
+  keepAliveTimeoutMs: 5_000,
+  maxConnections: 4096,
+} as const;
+
 /**
- * Serves a Web handler on `node:http`.
+ * Serves a Web handler on `node:http`, with limits on how long a client may take to send a
+ * request, how long an idle connection stays open, and how many connections may be open.
  *
  * @example
  * ```ts
- * const server = await serve({ handler, port: 8080 });
+ * const server = await serve({ handler, port: 8080, requestTimeoutMs: 30_000 });
  * console.log(server.url);
  * ```
  */
 export function serve(options: ServeOptions): Promise<RunningServer> {
-  const server = createServer(createNodeListener(options.handler));
+  const requestTimeout = positive(options.requestTimeoutMs, SERVE_DEFAULTS.requestTimeoutMs, 'requestTimeoutMs');
+  const headersTimeout = Math.min(positive(options.headersTimeoutMs, SERVE_DEFAULTS.headersTimeoutMs, 'headersTimeoutMs'), requestTimeout);
+  const keepAliveTimeout = positive(options.keepAliveTimeoutMs, SERVE_DEFAULTS.keepAliveTimeoutMs, 'keepAliveTimeoutMs');
+  const maxConnections = positive(options.maxConnections, SERVE_DEFAULTS.maxConnections, 'maxConnections');
+  const server = createServer(
+    {
+      headersTimeout,
+      requestTimeout,
+      keepAliveTimeout,
+      // How often Node looks for requests over their time; by default only every 30 s.
+      connectionsCheckingInterval: Math.min(30_000, Math.max(50, Math.floor(headersTimeout / 4))),
+    },
+    createNodeListener(options.handler),
+  );
+  server.maxConnections = maxConnections;
   const host = options.host ?? '127.0.0.1';
   return new Promise((resolve, reject) => {
     server.once('error', reject);
@@ -125,8 +192,9 @@ export function serve(options: ServeOptions): Promise<RunningServer> {
       server.off('error', reject);
       const address = server.address();
       const port = typeof address === 'object' && address ? address.port : (options.port ?? 0);
+      const urlHost = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? 'localhost' : host;
       resolve({
-        url: `http://${host}:${port}`,
+        url: `http://${urlHost}:${port}`,
         port,
         close: () =>
           new Promise<void>((done) => {
@@ -138,6 +206,13 @@ export function serve(options: ServeOptions): Promise<RunningServer> {
   });
 }
 
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+function positive(value: number | undefined, fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  if (!Number.isFinite(value) || value <= 0) throw new RangeError(`serve: ${name} must be a positive number, got ${value}`);
+  return value;
+}
+
+/** The `Host` header when it is a plain host and port, else `localhost`. */
+function validHost(host: string | undefined): string {
+  return host !== undefined && /^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/.test(host) ? host : 'localhost';
 }

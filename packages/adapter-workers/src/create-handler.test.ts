@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { AgentPorts, InteractionStore } from '@org/core';
 import { createAgentHandler } from '@org/core/http';
 import { createMemoryInteractionStore, createScriptedBackendClient, functionCallChunk, thoughtChunk } from '@org/core/testing';
-import { agentRequest, typesOf, wireEvents } from '../test/helpers.js';
+import { agentJsonRequest, agentRequest, typesOf, wireEvents } from '../test/helpers.js';
 import { createHandler, type WorkerHandlerOptions } from './create-handler.js';
 import { createDurableObjectInteractionStore } from './durable-object-interaction-store.js';
 import { createKvInteractionStore } from './kv-interaction-store.js';
@@ -60,7 +60,7 @@ describe('createHandler', () => {
       expect(typesOf(started)).toEqual(['start', 'sendRequest', 'thought', 'functionCall', 'waitForInput']);
       const interactionId = started.at(-1)?.waitForInput?.interactionId as string;
       expect(interactionId).toMatch(/^[0-9a-f-]{36}$/);
-      expect(await createStore(env).has(interactionId)).toBe(true);
+      expect(await createStore(env).get(interactionId)).toBeDefined();
 
       // A different Worker instance: nothing is shared with the first request except the store.
       const resumed = await wireEvents(await send(greeterWorker(createStore), agentRequest(resumeBody(interactionId, 'Ada'))));
@@ -69,7 +69,7 @@ describe('createHandler', () => {
         { finish: {} },
         { complete: { result: { success: true, outcomes: { parts: [{ text: 'Hello Ada' }], role: 'user' } } } },
       ]);
-      expect(await createStore(env).has(interactionId)).toBe(false);
+      expect(await createStore(env).get(interactionId)).toBeUndefined();
 
       const again = await wireEvents(await send(greeterWorker(createStore), agentRequest(resumeBody(interactionId, 'Eve'))));
       expect(again).toEqual([{ error: { message: `Unknown interaction ID: ${interactionId}`, code: 'INTERACTION_NOT_FOUND' } }]);
@@ -84,8 +84,12 @@ describe('createHandler', () => {
       ['Ada', 'Eve'].map(async (name) => wireEvents(await send(greeterWorker(createStore), agentRequest(resumeBody(interactionId, name))))),
     );
     const completed = outcomes.filter((events) => typesOf(events).includes('complete'));
-    const refused = outcomes.filter((events) => JSON.stringify(events) === JSON.stringify([{ error: { message: `Unknown interaction ID: ${interactionId}`, code: 'INTERACTION_NOT_FOUND' } }]));
+    // The other one finds the run held by the first (CONFLICT), or already finished.
+    const refused = outcomes.filter(
+      (events) => events.length === 1 && ['CONFLICT', 'INTERACTION_NOT_FOUND'].includes(String(events[0]?.error?.code)),
+    );
     expect([completed.length, refused.length]).toEqual([1, 1]);
+    expect(typesOf(refused[0] ?? [])).toEqual(['error']);
   });
 
   it('refuses a resume by another user and keeps the run for its owner', async () => {
@@ -104,13 +108,17 @@ describe('createHandler', () => {
     const nodeHandler = createAgentHandler({ createPorts: () => ({ backend: greeterBackend(), store: createMemoryInteractionStore() }) });
     const bodies = ['{"start":', JSON.stringify({ start: { segments: [{ bogus: {} }] } }), JSON.stringify({ resume: { interactionId: 7 } })];
     for (const body of bodies) {
-      const fromWorker = await exports.default.fetch(agentRequest(body));
-      const fromCore = await nodeHandler(agentRequest(body));
+      const fromWorker = await exports.default.fetch(agentJsonRequest(body));
+      const fromCore = await nodeHandler(agentJsonRequest(body));
       expect(fromWorker.status).toBe(400);
       expect(fromWorker.headers.get('content-type')).toBe('application/json; charset=utf-8');
       expect(await fromWorker.text()).toBe(await fromCore.text());
     }
-    const response = await exports.default.fetch(agentRequest({ start: { segments: [{ bogus: {} }] } }));
+    // A caller that asked for SSE (the Opal client) gets the error as an event it can show.
+    expect(await wireEvents(await exports.default.fetch(agentRequest({ start: { segments: [{ bogus: {} }] } })))).toEqual([
+      { error: { message: 'start.segments[0]: unknown segment kind "bogus"', code: 'BAD_REQUEST' } },
+    ]);
+    const response = await exports.default.fetch(agentJsonRequest({ start: { segments: [{ bogus: {} }] } }));
     expect(await response.json()).toEqual({
       error: {
         code: 'BAD_REQUEST',
@@ -121,10 +129,23 @@ describe('createHandler', () => {
     });
   });
 
+  it('answers browsers from the origins given in cors, and refuses others', async () => {
+    const worker = greeterWorker((workerEnv) => createKvInteractionStore(workerEnv.INTERACTIONS_KV), { cors: { origins: ['https://app.example.com'] } });
+    const preflight = (origin: string) =>
+      new Request('https://agent.test/v1beta1/streamRunAgent', { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST' } });
+    const allowed = await send(worker, preflight('https://app.example.com'));
+    expect(allowed.status).toBe(204);
+    expect(allowed.headers.get('access-control-allow-origin')).toBe('https://app.example.com');
+    expect((await send(worker, preflight('https://elsewhere.example.com'))).status).toBe(403);
+    const stream = await send(worker, agentRequest(START, { origin: 'https://app.example.com' }));
+    expect(stream.headers.get('access-control-allow-origin')).toBe('https://app.example.com');
+    expect(typesOf(await wireEvents(stream)).at(-1)).toBe('waitForInput');
+  });
+
   it('says which secret is missing when GEMINI_API_KEY is not set', async () => {
     const worker = createHandler<TestEnv>();
     const response = await worker.fetch?.(
-      agentRequest(START) as Request<unknown, IncomingRequestCfProperties>,
+      agentJsonRequest(START) as Request<unknown, IncomingRequestCfProperties>,
       { ...env, GEMINI_API_KEY: undefined },
       createExecutionContext(),
     );
@@ -139,7 +160,7 @@ describe('createHandler', () => {
     const started = await wireEvents(await exports.default.fetch(agentRequest({ ...START, start: { segments: [{ type: 'text', text: 'Ask my name, then greet me' }] } })));
     const interactionId = started.at(-1)?.waitForInput?.interactionId as string;
     expect(typesOf(started).at(-1)).toBe('waitForInput');
-    expect(await createDurableObjectInteractionStore(env.INTERACTIONS).has(interactionId)).toBe(true);
+    expect(await createDurableObjectInteractionStore(env.INTERACTIONS).get(interactionId)).toBeDefined();
     const resumed = await wireEvents(await exports.default.fetch(agentRequest(resumeBody(interactionId, 'Ada'))));
     expect(resumed.at(-1)).toMatchObject({ complete: { result: { success: true } } });
     expect(JSON.stringify(resumed.at(-1))).toContain('Hello, Ada!');
@@ -149,11 +170,14 @@ describe('createHandler', () => {
     const waited: Promise<unknown>[] = [];
     const executionContext = { waitUntil: (promise: Promise<unknown>) => waited.push(promise), passThroughOnException() {}, props: {} };
     let saved = false;
+    const memory = createMemoryInteractionStore();
     const slowStore: InteractionStore = {
-      ...createMemoryInteractionStore(),
-      async save() {
+      ...memory,
+      async set(id, write, expected) {
         await new Promise((resolve) => setTimeout(resolve, 20));
+        const version = await memory.set(id, write, expected);
         saved = true;
+        return version;
       },
     };
     const worker = greeterWorker(() => slowStore);
@@ -162,6 +186,21 @@ describe('createHandler', () => {
     expect(waited.length).toBeGreaterThan(0);
     await Promise.all(waited);
     expect(saved).toBe(true);
+  });
+
+  it("keeps the store's size limit when routing its writes, so an oversized state is refused before any write", async () => {
+    const memory = createMemoryInteractionStore({ maxStateBytes: 200 });
+    let writes = 0;
+    const store: InteractionStore = {
+      ...memory,
+      set(id, write, expected) {
+        writes += 1;
+        return memory.set(id, write, expected);
+      },
+    };
+    const events = await wireEvents(await send(greeterWorker(() => store), agentRequest(START)));
+    expect(events.at(-1)?.error).toMatchObject({ code: 'PAYLOAD_TOO_LARGE', message: expect.stringContaining('more than the limit of 200 bytes') });
+    expect(writes).toBe(0);
   });
 
   it('passes other paths to the fallback, or answers them with a 404 JSON error', async () => {

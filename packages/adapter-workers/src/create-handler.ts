@@ -5,6 +5,7 @@ import {
   createGeminiBackendClient,
   errorResponse,
   type AgentRequestContext,
+  type CorsOptions,
 } from '@org/core/http';
 import { createDurableObjectInteractionStore, type InteractionStoreObject } from './durable-object-interaction-store.js';
 import { createKvInteractionStore } from './kv-interaction-store.js';
@@ -18,7 +19,7 @@ export interface AgentWorkerEnv {
   GEMINI_API_KEY?: string;
   /** Overrides the Gemini API base URL, e.g. a gateway or a local simulated model. */
   GEMINI_BASE_URL?: string;
-  /** Durable Object namespace of {@link InteractionStoreObject}: the default, strongly single-use store. */
+  /** Durable Object namespace of {@link InteractionStoreObject}: the default store, with atomic claims. */
   INTERACTIONS?: DurableObjectNamespace<InteractionStoreObject>;
   /** A KV namespace, used when `INTERACTIONS` is not bound (eventually consistent; see the README). */
   INTERACTIONS_KV?: KVNamespace;
@@ -47,6 +48,8 @@ export interface WorkerHandlerOptions<Env> {
   maxBodyBytes?: number;
   /** Send an SSE keep-alive comment after this much silence. Default 15 s. */
   keepAliveMs?: number;
+  /** Which other origins a browser page may call from (as `createAgentHandler`'s `cors`). Default: same origin only. */
+  cors?: CorsOptions;
   /** Who owns a run started with this token. Default: a SHA-256 digest of the token. */
   resolveOwner?(accessToken: string | undefined, env: Env): string | undefined | Promise<string | undefined>;
   /** Answers requests to paths other than the agent endpoints. Default: a 404 JSON error. */
@@ -85,6 +88,7 @@ export function createHandler<Env = AgentWorkerEnv>(options: WorkerHandlerOption
         ...(options.resolveOwner ? { resolveOwner: (accessToken: string | undefined) => options.resolveOwner?.(accessToken, env) } : {}),
         ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }),
         ...(options.keepAliveMs === undefined ? {} : { keepAliveMs: options.keepAliveMs }),
+        ...(options.cors ? { cors: options.cors } : {}),
       });
       try {
         return await handler(request as unknown as Request);
@@ -133,9 +137,10 @@ function createDefaultStore(env: AgentWorkerEnv): InteractionStore {
 }
 
 /**
- * Routes every store operation through `ctx.waitUntil`, so a suspended run's state is written in
- * full even when the client disconnects while it is being saved (the runtime would otherwise
- * cancel outstanding work once the response is gone).
+ * Routes every store write through `ctx.waitUntil`, so a suspended run's state, a checkpoint or
+ * the release of a claim is written in full even when the client disconnects meanwhile (the
+ * runtime would otherwise cancel outstanding work once the response is gone). The store's size
+ * limit passes through, so the runtime still refuses oversized states before writing.
  */
 function keepWritesAlive(store: InteractionStore, executionContext: ExecutionContext): InteractionStore {
   const keep = <T>(promise: Promise<T>): Promise<T> => {
@@ -143,10 +148,10 @@ function keepWritesAlive(store: InteractionStore, executionContext: ExecutionCon
     return promise;
   };
   return {
-    save: (id, value) => keep(store.save(id, value)),
-    take: (id) => keep(store.take(id)),
-    has: (id) => store.has(id),
-    delete: (id) => keep(store.delete(id)),
+    ...(store.maxStateBytes === undefined ? {} : { maxStateBytes: store.maxStateBytes }),
+    get: (id) => store.get(id),
+    set: (id, write, expected) => keep(store.set(id, write, expected)),
+    delete: (id, expected) => keep(store.delete(id, expected)),
   };
 }
 

@@ -1,51 +1,41 @@
 import { AgentError, isAgentError } from '@org/core';
 
 /**
- * The largest value a store in this package accepts by default: 32 MiB of JSON, the same as the
- * agent handler's request body limit, and well inside a Worker isolate's 128 MB of memory.
+ * The largest state a store in this package keeps by default (its `maxStateBytes`): 32 MiB of
+ * UTF-8 JSON, the same as the agent handler's request body limit, and well inside a Worker
+ * isolate's 128 MB of memory.
  */
 export const DEFAULT_MAX_VALUE_BYTES = 32 * 1024 * 1024;
 
-const encoder = new TextEncoder();
-const decoder = new TextDecoder();
+/** Interaction ids longer than this (in UTF-8 bytes) are refused before any storage call. */
+export const MAX_ID_BYTES = 480;
 
-/** Serialises a store value to UTF-8 JSON bytes, refusing what JSON cannot hold or what is too big. */
-export function encodeStoredValue(id: string, value: unknown, maxValueBytes: number): Uint8Array {
-  let text: string | undefined;
-  try {
-    text = JSON.stringify(value);
-  } catch (error) {
-    throw new AgentError('STORE_ERROR', `Interaction ${id} cannot be stored: its value is not JSON (${messageOf(error)})`, {
-      cause: error,
-      details: { interactionId: id },
-    });
-  }
-  if (text === undefined) {
-    throw new AgentError('STORE_ERROR', `Interaction ${id} cannot be stored: its value is not JSON (${typeof value})`, {
-      details: { interactionId: id },
-    });
-  }
-  const bytes = encoder.encode(text);
-  if (bytes.byteLength > maxValueBytes) {
-    throw new AgentError(
-      'PAYLOAD_TOO_LARGE',
-      `Interaction ${id} is ${bytes.byteLength} bytes of JSON, more than this store's limit of ${maxValueBytes} bytes`,
-      { details: { interactionId: id, size: bytes.byteLength, limit: maxValueBytes } },
-    );
-  }
+const encoder = new TextEncoder();
+
+/** The UTF-8 bytes of a state, refused with `PAYLOAD_TOO_LARGE` when over the store's limit. */
+export function encodeState(id: string, state: string, maxStateBytes: number): Uint8Array {
+  const bytes = encoder.encode(state);
+  if (bytes.byteLength > maxStateBytes) throw tooLarge(id, bytes.byteLength, maxStateBytes);
   return bytes;
 }
 
-/** Parses UTF-8 JSON bytes (or text) back into the stored value. */
-export function decodeStoredValue(id: string, data: Uint8Array | string): unknown {
-  const text = typeof data === 'string' ? data : decoder.decode(data);
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    throw new AgentError('STORE_ERROR', `Interaction ${id} has a stored value that is not valid JSON (${text.length} characters)`, {
-      cause: error,
-      details: { interactionId: id },
-    });
+function tooLarge(id: string, size: number, limit: number): AgentError {
+  return new AgentError('PAYLOAD_TOO_LARGE', `Interaction ${id} is ${size} bytes of JSON, more than this store's limit of ${limit} bytes`, {
+    details: { interactionId: id, size, limit },
+  });
+}
+
+/** Refuses an id that is empty or too long for the storage keys, naming it (shortened). */
+export function checkId(id: string): void {
+  if (typeof id !== 'string' || id.length === 0 || encoder.encode(id).byteLength > MAX_ID_BYTES) {
+    throw new AgentError('BAD_REQUEST', `Interaction id "${String(id).slice(0, 64)}" must be 1 to ${MAX_ID_BYTES} bytes long`);
+  }
+}
+
+/** Checks a store's `ttlMs` option: a positive number of milliseconds. */
+export function checkTtl(factory: string, ttlMs: number): void {
+  if (!(typeof ttlMs === 'number' && ttlMs > 0 && Number.isFinite(ttlMs))) {
+    throw new AgentError('INTERNAL', `${factory}: ttlMs must be a positive number of milliseconds, got ${String(ttlMs)}`);
   }
 }
 
@@ -63,30 +53,29 @@ export function splitBytes(bytes: Uint8Array, pieceBytes: number): Uint8Array[] 
 
 /** Joins pieces into one array, checking they add up to the recorded length. */
 export function joinBytes(id: string, pieces: readonly Uint8Array[], byteLength: number): Uint8Array {
+  const total = pieces.reduce((sum, piece) => sum + piece.byteLength, 0);
+  if (total !== byteLength) throw incomplete(id, byteLength);
   const joined = new Uint8Array(byteLength);
   let offset = 0;
   for (const piece of pieces) {
-    if (offset + piece.byteLength > byteLength) break;
     joined.set(piece, offset);
     offset += piece.byteLength;
   }
-  if (offset !== byteLength || pieces.reduce((sum, piece) => sum + piece.byteLength, 0) !== byteLength) {
-    throw new AgentError('STORE_ERROR', `Interaction ${id} is stored incompletely: expected ${byteLength} bytes`, {
-      details: { interactionId: id, size: byteLength },
-    });
-  }
   return joined;
+}
+
+/** The error for a record whose state pieces do not add up: never returned in part. */
+export function incomplete(id: string, byteLength: number): AgentError {
+  return new AgentError('STORE_ERROR', `Interaction ${id} is stored incompletely: expected ${byteLength} bytes of state`, {
+    details: { interactionId: id, size: byteLength },
+  });
 }
 
 /** Wraps a failure of the underlying storage in a `STORE_ERROR` naming the interaction. */
 export function storeError(id: string, action: string, error: unknown): AgentError {
   if (isAgentError(error)) return error;
-  return new AgentError('STORE_ERROR', `Could not ${action} interaction ${id}: ${messageOf(error)}`, {
+  return new AgentError('STORE_ERROR', `Could not ${action} interaction ${id}: ${error instanceof Error ? error.message : String(error)}`, {
     cause: error,
     details: { interactionId: id },
   });
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -25,6 +25,15 @@ export function agentRequest(body: unknown, headers: Record<string, string> = {}
   });
 }
 
+/** The same POST from a caller that did not ask for SSE, so request errors come back as JSON. */
+export function agentJsonRequest(body: unknown, headers: Record<string, string> = {}): Request {
+  return new Request('https://agent.test/v1beta1/streamRunAgent', {
+    method: 'POST',
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+    headers: { 'content-type': 'application/json', ...headers },
+  });
+}
+
 /** A string of `size` characters mixing ASCII, two-, three- and four-byte UTF-8 sequences. */
 export function mixedText(size: number): string {
   const unit = 'interaction state ✓ héllo 中文 😀 ';

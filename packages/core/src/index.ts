@@ -59,6 +59,8 @@ export type {
 export {
   AGENT_EVENT_TYPES,
   AgentResultSchema,
+  DEFAULT_MAX_JSON_DEPTH,
+  DEFAULT_MAX_SEGMENTS,
   FileDataSchema,
   fromWireEvent,
   isSuspendEvent,
@@ -72,6 +74,7 @@ export {
   type AgentEventOf,
   type AgentEventType,
   type AgentRequestBody,
+  type AgentRequestLimits,
   type AgentResult,
   type FileData,
   type JsonObject,
@@ -105,6 +108,7 @@ export {
   type SseEvent,
   type SseEventOptions,
   type SseParser,
+  type SseParserOptions,
 } from './sse/index.js';
 
 // Errors

@@ -1,29 +1,63 @@
 #!/usr/bin/env node
-import { startDevServer } from './dev-server.js';
+import { startDevServer, type DevServer } from './dev-server.js';
 
 /** Reads `--port <n>` / `--port=<n>`, then `PORT`, then 8080. */
 function readPort(argv: readonly string[]): number {
   const index = argv.findIndex((argument) => argument === '--port' || argument.startsWith('--port='));
   const raw = index === -1 ? process.env.PORT : (argv[index]?.split('=')[1] ?? argv[index + 1]);
-  const port = Number(raw ?? 8080);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    console.error(`--port / PORT must be an integer between 0 and 65535, got "${raw}"`);
-    process.exit(2);
-  }
+  return portNumber(raw ?? '8080', '--port / PORT');
+}
+
+function portNumber(raw: string, name: string): number {
+  const port = Number(raw);
+  if (raw.trim() === '' || !Number.isInteger(port) || port < 0 || port > 65535) fail(`${name} must be an integer between 0 and 65535, got "${raw}"`, 2);
   return port;
 }
 
-const server = await startDevServer({
-  port: readPort(process.argv.slice(2)),
-  ...(process.env.GEMINI_API_KEY ? { geminiApiKey: process.env.GEMINI_API_KEY } : {}),
-  ...(process.env.GEMINI_BASE_URL ? { geminiBaseUrl: process.env.GEMINI_BASE_URL } : {}),
-  ...(process.env.INTERACTION_STORE_DIR ? { storeDirectory: process.env.INTERACTION_STORE_DIR } : {}),
-  ...(process.env.GEMINI_MODEL ? { model: process.env.GEMINI_MODEL } : {}),
-  ...(process.env.UPSTREAM_URL ? { upstreamUrl: process.env.UPSTREAM_URL } : {}),
-});
-console.log(server.banner);
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+/** `CORS_ORIGINS`: `*` or a comma-separated list of origins. */
+function readCorsOrigins(raw: string | undefined): '*' | string[] | undefined {
+  if (raw === undefined || raw.trim() === '') return undefined;
+  if (raw.trim() === '*') return '*';
+  return raw.split(',').map((origin) => origin.trim()).filter((origin) => origin.length > 0);
+}
+
+function fail(message: string, code = 1): never {
+  console.error(message);
+  process.exit(code);
+}
+
+const port = readPort(process.argv.slice(2));
+const corsOrigins = readCorsOrigins(process.env.CORS_ORIGINS);
+// Ctrl-C (or a stop from the process manager) closes the server and exits with success; a second
+// one while closing, or one before the server is up, exits at once.
+let server: DevServer | undefined;
+let stopping = false;
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
   process.on(signal, () => {
-    void server.close().then(() => process.exit(0));
+    if (stopping || !server) process.exit(0);
+    stopping = true;
+    console.log('\nStopping the dev server.');
+    void server.close().finally(() => process.exit(0));
   });
 }
+
+try {
+  server = await startDevServer({
+    port,
+    ...(process.env.GEMINI_API_KEY ? { geminiApiKey: process.env.GEMINI_API_KEY } : {}),
+    ...(process.env.GEMINI_BASE_URL ? { geminiBaseUrl: process.env.GEMINI_BASE_URL } : {}),
+    ...(process.env.INTERACTION_STORE_DIR ? { storeDirectory: process.env.INTERACTION_STORE_DIR } : {}),
+    ...(process.env.GEMINI_MODEL ? { model: process.env.GEMINI_MODEL } : {}),
+    ...(process.env.UPSTREAM_URL ? { upstreamUrl: process.env.UPSTREAM_URL } : {}),
+    ...(corsOrigins ? { corsOrigins } : {}),
+    ...(process.env.SIMULATED_GEMINI_PORT ? { simulatedGeminiPort: portNumber(process.env.SIMULATED_GEMINI_PORT, 'SIMULATED_GEMINI_PORT') } : {}),
+  });
+} catch (error) {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'EADDRINUSE') {
+    fail(`Port ${(error as { port?: number }).port ?? port} is already in use (another dev server?). Start on another one with --port <n>, e.g. pnpm dev --port ${port + 1}.`);
+  }
+  if (code === 'EACCES') fail(`Not allowed to listen on port ${port}; ports below 1024 need privileges. Use --port <n>, e.g. --port 8080.`);
+  fail(`The dev server could not start: ${error instanceof Error ? error.message : String(error)}`);
+}
+console.log(server.banner);

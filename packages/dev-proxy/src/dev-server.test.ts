@@ -1,9 +1,9 @@
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startDevProcess } from './test-support.js';
+import { cli, startDevProcess } from './test-support.js';
 
 const children: ChildProcess[] = [];
 let storeDirectory = '';
@@ -31,7 +31,8 @@ describe('dev server process', () => {
   it('runs against the simulated Gemini: suspend on one process, resume on another sharing the store', async () => {
     storeDirectory = await mkdtemp(path.join(os.tmpdir(), 'org-dev-store-'));
     const first = await startProcess({ INTERACTION_STORE_DIR: storeDirectory });
-    expect(first.banner).toMatch(/SIMULATED Gemini/);
+    expect(first.banner).toMatch(/SIMULATED Gemini at http:\/\/127\.0\.0\.1:\d+\/v1beta /);
+    expect(first.banner).not.toContain(storeDirectory);
     expect(first.banner).toContain('curl -N');
     const started = await events(await post(first.url, { start: { segments: [{ textSegment: { text: 'Ask me my name and greet me.' } }] } }));
     expect(started.map((event) => Object.keys(event)[0])).toContain('thought');
@@ -59,8 +60,62 @@ describe('dev server process', () => {
     expect(oversized.status).toBe(413);
     expect(((await oversized.json()) as { error: { code: string } }).error.code).toBe('PAYLOAD_TOO_LARGE');
 
-    const malformed = await post(first.url, { start: { segments: 'nope' } });
+    const malformed = await fetch(`${first.url}/v1beta1/streamRunAgent`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ start: { segments: 'nope' } }),
+    });
     expect(malformed.status).toBe(400);
     expect(((await malformed.json()) as { error: { message: string } }).error.message).toMatch(/^start\.segments: /);
+
+    // The Opal client asks for SSE and shows only the status line of a non-2xx answer: it gets an event.
+    const empty = await post(first.url, { start: { segments: [] } });
+    expect(empty.status).toBe(200);
+    expect(await events(empty)).toEqual([{ error: { message: 'start.segments: must hold at least one segment', code: 'BAD_REQUEST' } }]);
   });
 });
+
+describe('dev server process: start and stop', () => {
+  it('prints the simulated Gemini URL, which answers like Gemini', async () => {
+    const { banner } = await startProcess({});
+    const simulated = /SIMULATED Gemini at (\S+) /.exec(banner)?.[1] as string;
+    const response = await fetch(`${simulated}/models/gemini-2.5-flash:streamGenerateContent?alt=sse`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-goog-api-key': 'any' },
+      body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'Hi' }] }] }),
+    });
+    expect(response.status).toBe(200);
+    expect(await response.text()).toContain('data: ');
+  });
+
+  it('says a busy port is busy and suggests --port, without a stack trace', async () => {
+    const { url } = await startProcess({});
+    const port = new URL(url).port;
+    const result = await runToExit(['--port', port], {});
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim()).toBe(`Port ${port} is already in use (another dev server?). Start on another one with --port <n>, e.g. pnpm dev --port ${Number(port) + 1}.`);
+  });
+
+  it('stops on Ctrl-C with exit code 0 and nothing on stderr', async () => {
+    const child = spawn(process.execPath, [cli, '--port', '0'], { env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(child);
+    let stdout = '';
+    let stderr = '';
+    child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    await new Promise<void>((resolve) => child.stdout?.on('data', () => stdout.includes('curl') && resolve()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    child.kill('SIGINT');
+    expect(await exited).toBe(0);
+    expect(stderr).toBe('');
+    expect(stdout).toContain('Stopping the dev server.');
+  });
+});
+
+function runToExit(args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+  const child = spawn(process.execPath, [cli, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  return new Promise((resolve) => child.on('exit', (code) => resolve({ code, stderr })));
+}

@@ -3,7 +3,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const cli = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../dist/cli.js');
+/** The built CLI, as `pnpm dev` runs it. */
+export const cli = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../dist/cli.js');
 
 /** Starts `dist/cli.js` on a free port; resolves with its URL and banner once it is listening. */
 export function startDevProcess(env: Record<string, string>, children: ChildProcess[]): Promise<{ url: string; banner: string }> {

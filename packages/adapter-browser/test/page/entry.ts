@@ -1,5 +1,5 @@
 // Bundled into the test page: exposes the browser-side checks to the Node test through `window`.
-import type { AgentEvent, ResumeResponse } from '@org/core';
+import type { AgentEvent, InteractionStore, ResumeResponse } from '@org/core';
 import { createGeminiBackendClient } from '@org/core/http';
 import { createSimulatedGemini, runInteractionStoreConformance } from '@org/core/testing';
 import { createBrowserAgentClient, createIndexedDbInteractionStore, type AgentClient } from '../../src/index.js';
@@ -35,8 +35,60 @@ async function play(client: AgentClient, objective: string) {
 
 const checks = {
   async conformance() {
-    let index = 0;
-    return runInteractionStoreConformance(() => createIndexedDbInteractionStore({ databaseName: `conformance-${index++}` }));
+    const names = new Map<InteractionStore, string>();
+    return runInteractionStoreConformance(
+      (options) => {
+        const databaseName = `conformance-${crypto.randomUUID()}`;
+        const store = createIndexedDbInteractionStore({ databaseName, ...options });
+        names.set(store, databaseName);
+        return store;
+      },
+      {
+        async cleanup(stores) {
+          for (const store of stores) {
+            (store as ReturnType<typeof createIndexedDbInteractionStore>).close();
+            await new Promise((resolve) => {
+              const deletion = indexedDB.deleteDatabase(names.get(store) ?? '');
+              deletion.onsuccess = deletion.onerror = deletion.onblocked = resolve;
+            });
+          }
+        },
+      },
+    );
+  },
+  /** Writes a record, lets it expire, writes another: returns the ids left in each object store. */
+  async expirySweep() {
+    const databaseName = `sweep-${crypto.randomUUID()}`;
+    const store = createIndexedDbInteractionStore({ databaseName, ttlMs: 200 });
+    await store.set('old', { meta: '{}', state: '"old"' }, null);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    await store.set('new', { meta: '{}', state: '"new"' }, null);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    store.close();
+    const db = await openRaw(databaseName);
+    const keys = async (name: string) => {
+      const request = db.transaction(name).objectStore(name).getAllKeys();
+      return new Promise<IDBValidKey[]>((resolve) => (request.onsuccess = () => resolve(request.result)));
+    };
+    const left = { records: await keys('interactions'), states: await keys('interactions-states') };
+    db.close();
+    return left;
+  },
+  /** Opens a database laid out by an earlier version of the store (one object store of `{json, savedAt}`). */
+  async legacyDatabase() {
+    const databaseName = `legacy-${crypto.randomUUID()}`;
+    const legacy = await new Promise<IDBDatabase>((resolve) => {
+      const open = indexedDB.open(databaseName, 1);
+      open.onupgradeneeded = () => open.result.createObjectStore('interactions').put({ json: '{"version":1}', savedAt: Date.now() }, 'old');
+      open.onsuccess = () => resolve(open.result);
+    });
+    legacy.close();
+    const store = createIndexedDbInteractionStore({ databaseName });
+    const old = await store.get('old');
+    const created = await store.set('new', { meta: '{}', state: '"new"' }, null);
+    const fresh = await store.get('new');
+    store.close();
+    return { old: old ?? null, created: typeof created, fresh: fresh?.state ?? null };
   },
   async local(objective: string) {
     return play(localClient('local-run'), objective);
@@ -64,5 +116,13 @@ const checks = {
     return { types, ...outcome };
   },
 };
+
+function openRaw(name: string): Promise<IDBDatabase> {
+  return new Promise((resolve, reject) => {
+    const open = indexedDB.open(name);
+    open.onsuccess = () => resolve(open.result);
+    open.onerror = () => reject(open.error);
+  });
+}
 
 (globalThis as unknown as { checks: typeof checks }).checks = checks;

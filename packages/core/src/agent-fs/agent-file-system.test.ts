@@ -87,7 +87,7 @@ describe('AgentFileSystem write / overwrite / append / read', () => {
     expect(await fs.get('x.md')).toEqual([{ text: 'hi' }]);
   });
 
-  it('reports a missing file with the reference message', async () => {
+  it('reports a missing file with the Opal message', async () => {
     const fs = new AgentFileSystem();
     await expect(fs.get('/mnt/nope.png')).rejects.toThrow('file "/mnt/nope.png" not found');
     await expect(fs.get('nope.png')).rejects.toThrow('file "/mnt/nope.png" not found');
@@ -190,7 +190,7 @@ describe('AgentFileSystem routes', () => {
     expect(fs.getOriginalRoute('')).toBe('');
   });
 
-  it('reports an unknown route with the reference message', () => {
+  it('reports an unknown route with the Opal message', () => {
     expect(() => new AgentFileSystem().getOriginalRoute('/route-9')).toThrow('Route "/route-9" not found');
   });
 });

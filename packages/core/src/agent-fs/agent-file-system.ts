@@ -13,7 +13,7 @@ import {
 export type FileDescriptorType = 'text' | 'inlineData' | 'fileData' | 'storedData';
 
 /**
- * One file of the agent file system (reference §5.1). `data` holds the text for `text` files, base64
+ * One file of the agent file system. `data` holds the text for `text` files, base64
  * for `inlineData`, the URI for `fileData` and the handle for `storedData`.
  */
 export interface FileDescriptor {
@@ -58,9 +58,9 @@ export type FileSystemSnapshot = z.infer<typeof FileSystemSnapshotSchema>;
 const MAX_QUOTED_PART_LENGTH = 200;
 
 /**
- * The agent's virtual file system under `/mnt/` (reference §5): files the model reads and writes,
+ * The agent's virtual file system under `/mnt/`: files the model reads and writes,
  * binary parts it refers to as `<file src="/mnt/..." />`, route names for links, and lazily read
- * system files. Failures throw an {@link AgentError} whose message is the reference text, so a
+ * system files. Failures throw an {@link AgentError} whose message is the Opal wording, so a
  * function handler that lets it through tells the model exactly what was wrong.
  *
  * @example
@@ -80,7 +80,7 @@ export class AgentFileSystem {
   /**
    * Writes `data` to `/mnt/{name}` (`.txt` added when the name has no extension), replacing any
    * file there, and returns the path. The MIME type follows the extension; HTML is stored as base64
-   * `inlineData` so it can be handed out as a data URL (reference §21 Q14), everything else as text.
+   * `inlineData` so it can be handed out as a data URL, everything else as text.
    */
   write(name: string, data: string): string {
     const path = namedPath(name, 'txt');
@@ -102,7 +102,7 @@ export class AgentFileSystem {
 
   /**
    * Appends `data` on a new line of the text file at `path`, creating a markdown file when there is
-   * none. Unlike the reference the path is normalised as in {@link AgentFileSystem.get}, so what
+   * none. The path is normalised as in {@link AgentFileSystem.get}, so what
    * is appended can be read back under the same name.
    */
   append(path: string, data: string): void {
@@ -188,7 +188,7 @@ export class AgentFileSystem {
 
   /**
    * Stores a content part as a file and returns its path: `/mnt/{fileName}` (the MIME type's
-   * extension added when the name has none) or an automatic name (reference §4.5). Text parts
+   * extension added when the name has none) or an automatic name. Text parts
    * become markdown files. A `storedData` / `fileData` part already stored under the same handle or
    * URI is not stored twice: its existing path is returned.
    */
@@ -314,7 +314,7 @@ function looksLikeSnapshot(value: unknown): value is FileSystemSnapshot {
   return true;
 }
 
-/** `mnt/x` → `/mnt/x`, `x` → `/mnt/x`; absolute paths stay as they are (reference §5.2). */
+/** `mnt/x` → `/mnt/x`, `x` → `/mnt/x`; absolute paths stay as they are. */
 function normalisePath(path: string): string {
   if (path.startsWith('/')) return path;
   if (path.startsWith('mnt/')) return `/${path}`;
@@ -334,7 +334,7 @@ function namedPath(name: string, extension: string): string {
   return baseName.includes('.') ? `/mnt/${relative}` : `/mnt/${relative}.${extension}`;
 }
 
-/** The content part a descriptor stands for (reference §5.1). */
+/** The content part a descriptor stands for. */
 function toPart(descriptor: FileDescriptor): Part {
   switch (descriptor.type) {
     case 'text':

@@ -1,9 +1,10 @@
 /**
- * The agent file system (`/mnt/...` files, routes, system files), the pidgin translation between
- * request segments / model text and content parts, and the task tree (reference §4, §5).
+ * The agent file system (`/mnt/...` files, routes, system files such as the chat log), the pidgin
+ * translation between request segments / model text and content parts, and the task tree.
  */
 export { AgentFileSystem, FileEntrySnapshotSchema, FileSystemSnapshotSchema } from './agent-file-system.js';
 export type { FileDescriptor, FileDescriptorType, FileSystemSnapshot, SystemFileGetter } from './agent-file-system.js';
+export { addChatLogFile, CHAT_LOG_PATH, deriveChatLog, type ChatLogEntry } from './chat-log.js';
 export {
   DEFAULT_EXTENSION,
   DEFAULT_MIME_TYPE,

@@ -1,8 +1,8 @@
 /**
  * The fixed MIME type ↔ file extension table of the agent file system.
  *
- * The reference derives extensions from Python's `mimetypes`, which differs between platforms
- * (reference §21 Q29); a fixed table gives every runtime the same file names. The first extension
+ * Extensions derived from a platform's MIME database differ between platforms; a fixed table
+ * gives every runtime the same file names. The first extension
  * listed for a MIME type is the one new files get.
  */
 const EXTENSIONS_BY_MIME_TYPE: ReadonlyArray<readonly [mimeType: string, extensions: readonly string[]]> = [
@@ -67,10 +67,10 @@ for (const [mimeType, extensions] of EXTENSIONS_BY_MIME_TYPE) {
   }
 }
 
-/** The extension new files get when their MIME type is unknown (reference §4.5). */
+/** The extension new files get when their MIME type is unknown. */
 export const DEFAULT_EXTENSION = 'txt';
 
-/** The MIME type of a named file whose extension is unknown or missing (reference §5.2). */
+/** The MIME type of a named file whose extension is unknown or missing. */
 export const DEFAULT_MIME_TYPE = 'text/plain';
 
 /** `text/plain; charset=utf-8` → `text/plain`. */

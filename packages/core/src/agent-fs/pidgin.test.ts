@@ -6,7 +6,7 @@ import { contentToPidginString, fromPidginString, mergeTextParts, toPidgin, type
 const png = { inlineData: { mimeType: 'image/png', data: 'AAA' } };
 
 describe('toPidgin', () => {
-  it('concatenates text and an asset with its binary part as a file (reference example)', () => {
+  it('concatenates text and an asset with its binary part as a file', () => {
     const fs = new AgentFileSystem();
     const result = toPidgin(
       [
@@ -221,7 +221,7 @@ describe('fromPidginString', () => {
         { text: 'End' },
       ],
     };
-    // The line breaks between pieces stay in the text, as in the reference.
+    // The line breaks between pieces stay in the text: the round trip keeps the text as written.
     expect(await fromPidginString(contentToPidginString(content, fs), fs)).toEqual({
       parts: [
         { text: 'Caption\n' },

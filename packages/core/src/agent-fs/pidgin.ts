@@ -3,7 +3,7 @@ import type { LLMContent, Part } from '../protocol/content.js';
 import type { AgentFileSystem } from './agent-file-system.js';
 
 /**
- * A request segment in its normalised form (reference §2.3.3), as far as pidgin needs it. It is
+ * A request segment in its normalised form, as far as pidgin needs it. It is
  * structurally the `Segment` union of `protocol/requests.ts`, so those segments are accepted as is.
  */
 export type PidginSegment =
@@ -47,23 +47,23 @@ const MEMORY_TOOL_PATH = 'function-group/use-memory';
 const NOTEBOOKLM_TOOL_PATH = 'function-group/notebooklm';
 const NOTEBOOKLM_HANDLE_PREFIX = 'https://notebooklm.google.com/notebook/';
 
-/** Longer text parts become files when translated to pidgin (reference §4.3). */
+/** Longer text parts become files when translated to pidgin. */
 const MAX_INLINE_TEXT_LENGTH = 1000;
 
 /**
- * `<file src="..." />` and `<a href="...">title</a>`, the tags read back from model text (reference
- * §4.4). The capturing group makes `split` keep them.
+ * `<file src="..." />` and `<a href="...">title</a>`, the tags read back from model text. The
+ * capturing group makes `split` keep them.
  */
 const PIDGIN_TAG = /(<file\s+src\s*=\s*"[^"]*"\s*\/>|<a\s+href\s*=\s*"[^"]*"\s*>[^<]*<\/a>)/;
 const FILE_TAG = /^<file\s+src\s*=\s*"([^"]*)"\s*\/>$/;
 const LINK_TAG = /^<a\s+href\s*=\s*"[^"]*"\s*>([^<]*)<\/a>$/;
 
 /**
- * Translates request segments into the objective text the model reads (reference §4.2): text as
+ * Translates request segments into the objective text the model reads: text as
  * is, assets and upstream inputs as `<asset>` / `<input>` blocks whose binary parts are stored in
  * `fs` and referred to by `<file src>`, routing tools as `<a href="/route-N">` links, memory and
- * NotebookLM tools as their key phrases. Throws `Agent: ...` listing every bad segment (the
- * reference's doubled `Agent: Agent:` prefix, §21 Q13, is not reproduced).
+ * NotebookLM tools as their key phrases. Throws `Agent: ...` listing every bad segment, with the
+ * prefix once (never `Agent: Agent:`).
  *
  * @example
  * ```ts
@@ -140,7 +140,7 @@ export function toPidgin(
 }
 
 /**
- * Translates a content into pidgin (reference §4.3), one line per part: text as is (longer text
+ * Translates a content into pidgin, one line per part: text as is (longer text
  * also stored as a file and wrapped in `<content src>`), NotebookLM handles as bare URLs, and every
  * other part stored in `fs` and written as `<file src="/mnt/..." />`. Parts the file system cannot
  * hold (function calls, for instance) are left out.
@@ -184,7 +184,7 @@ export function contentToPidginString(
 }
 
 /**
- * Turns model text back into a user content (reference §4.4): each `<file src="..." />` becomes
+ * Turns model text back into a user content: each `<file src="..." />` becomes
  * the parts of that file, each `<a href="...">title</a>` its title, the text around them text
  * parts; neighbouring plain text parts are merged with `\n`. `<content>` tags stay literal text.
  * Throws `Agent unable to proceed: ...` naming every file that could not be read.
@@ -250,7 +250,7 @@ function isPlainText(part: Part): part is Part & { text: string } {
   return true;
 }
 
-/** Whether `text` has more than `limit` Unicode code points (the reference counts Python characters). */
+/** Whether `text` has more than `limit` Unicode code points (as Python counts a string's length). */
 function exceedsCodePoints(text: string, limit: number): boolean {
   if (text.length <= limit) return false;
   if (text.length > limit * 2) return true;

@@ -1,11 +1,12 @@
 import { z } from 'zod';
 import { AgentError, formatFirstIssue } from '../errors/index.js';
+import { assertSupportedZod } from '../protocol/zod-version.js';
 import type { AgentFileSystem } from './agent-file-system.js';
 
-/** Where the task tree is saved in the agent file system (reference §4.5). */
+/** Where the task tree is saved in the agent file system. */
 export const TASK_TREE_PATH = '/mnt/task_tree.json';
 
-/** One task of a task tree (reference §5.3): an id like `task_001`, what to do, and its progress. */
+/** One task of a task tree: an id like `task_001`, what to do, and its progress. */
 export interface TaskNode {
   task_id: string;
   description: string;
@@ -15,15 +16,19 @@ export interface TaskNode {
 }
 
 /** The task node schema; the model sends it as `system_create_task_tree`'s `task_tree`. */
+// This schema uses zod 4 API at load time: check the zod first, for a clear error on zod 3.
+assertSupportedZod();
+
 export const TaskNodeSchema: z.ZodType<TaskNode> = z.object({
   task_id: z.string().describe('The id of the task, like "task_001".'),
   description: z.string().describe('What the task does.'),
   execution_mode: z.enum(['serial', 'concurrent']).describe('Whether the subtasks run one after another or together.'),
   status: z.enum(['not_started', 'in_progress', 'complete']),
   get subtasks() {
-    return z.array(TaskNodeSchema).optional();
+    return z.array(TaskNodeSchema).optional().describe('The tasks this task breaks down into.');
   },
-});
+  // Named so a declaration refers to the recursive node as `#/$defs/TaskNode`.
+}).meta({ id: 'TaskNode' });
 
 /** The saved form of a {@link TaskTreeManager}: plain JSON. */
 export const TaskTreeSnapshotSchema = z.object({ tree: TaskNodeSchema.nullable() });
@@ -128,7 +133,7 @@ export class TaskTreeManager {
   }
 }
 
-/** `task_001_1` → `task_001`: progress is tracked per task, not per step (reference §5.3). */
+/** `task_001_1` → `task_001`: progress is tracked per task, not per step. */
 function trimTaskId(taskId: string): string {
   return taskId.split('_').slice(0, 2).join('_');
 }

@@ -2,9 +2,16 @@ import { z } from 'zod';
 import { contentToPidginString, fromPidginString } from '../agent-fs/index.js';
 import type { JsonObject, LLMContent } from '../protocol/content.js';
 import { defineFunction, type FunctionGroup } from './define-function.js';
+import { oneOf, responseError, taskId } from './parameters.js';
 import { Suspend } from './suspend.js';
 
-const INSTRUCTION = `You can talk with the user while you work. Use chat_request_user_input to ask a question and wait for the answer (text or an uploaded file), and chat_present_choices to let the user pick from options you list. Ask only when you need something you cannot find or decide yourself. The answer comes back as the result of the call.`;
+const INSTRUCTION = `## Talking with the user
+
+When the user has to pick from a known set of options, use chat_present_choices: picking is easier for them than typing. Use chat_request_user_input for free-form text or for files the user uploads. Whenever the possible answers are limited, prefer choices.
+
+Ask one thing per call. If you need several answers, ask for them over several turns, one question each, not all in one message.
+
+The conversation is logged for you automatically in /mnt/system/chat_log.json: your questions and the user's answers, oldest first, including those of earlier sessions when there are any. Read it whenever you need what was said before; never try to save the conversation yourself.`;
 
 /** The model's input types and the icon names the client expects for them (decision W5). */
 const INPUT_ICONS = { any: 'asterisk', text: 'edit_note', 'file-upload': 'upload' } as const;
@@ -12,7 +19,7 @@ const INPUT_ICONS = { any: 'asterisk', text: 'edit_note', 'file-upload': 'upload
 /** The text the client sends when the user skips a question. */
 export const SKIPPED_INPUT = '__skipped__';
 
-/** Asking the user: free input and choices, both suspending the run (reference §13.7). */
+/** Asking the user: free input and choices, both suspending the run until the user answers. */
 export function createChatGroup(): FunctionGroup {
   return {
     name: 'chat',
@@ -20,20 +27,27 @@ export function createChatGroup(): FunctionGroup {
     functions: [
       defineFunction({
         name: 'chat_request_user_input',
-        description: 'Asks the user a question and waits for the answer.',
+        description: 'Asks the user for input and waits for the answer: one turn of a conversation. Use it only when the objective needs something from the user.',
+        strictDeclaration: true,
         parameters: z.object({
-          user_message: z.string().describe('The question; may reference files with <file> tags.'),
-          input_type: z.string().default('any').describe('"any", "text" or "file-upload".'),
-          skip_label: z.string().optional().describe('Label of a button that skips the question.'),
-          task_id: z.string().optional(),
+          user_message: z.string().describe('The question or message shown to the user; may reference files as <file src="/mnt/name.ext" />.'),
+          input_type: oneOf(['any', 'text', 'file-upload'], 'any', { declaredDefault: true }).describe(
+            'What the input box accepts: "any" (text or files), "text" (text only) or "file-upload" (files only). Use "any" unless the objective asks for a particular kind of input.',
+          ),
+          skip_label: z.string().optional().describe('When set, shows a button with this label (e.g. "Not now") that skips the question; the result is then {"skipped": true}.'),
+          task_id: taskId,
+        }),
+        response: z.object({
+          user_input: z.string().optional().describe("The user's answer."),
+          skipped: z.boolean().optional().describe('True when the user skipped the question.'),
+          error: responseError,
         }),
         icon: 'chat_bubble',
         title: 'Asking the user',
         async handler({ user_message, input_type, skip_label, task_id }, context) {
           if (task_id) context.taskTree.setInProgress(task_id, '');
-          const inputType = INPUT_ICONS[input_type as keyof typeof INPUT_ICONS] ?? INPUT_ICONS.any;
           const prompt = await fromPidginString(user_message, context.fs);
-          const event = { type: 'waitForInput' as const, requestId: crypto.randomUUID(), prompt, inputType };
+          const event = { type: 'waitForInput' as const, requestId: crypto.randomUUID(), prompt, inputType: INPUT_ICONS[input_type] };
           throw new Suspend(skip_label === undefined ? event : { ...event, skipLabel: skip_label });
         },
         async resume(response, context) {
@@ -46,17 +60,34 @@ export function createChatGroup(): FunctionGroup {
       }),
       defineFunction({
         name: 'chat_present_choices',
-        description: 'Shows the user a list of choices and waits for the selection.',
+        description: 'Shows the user a set of options and waits for the selection. Use it when the user has to decide between known options.',
+        strictDeclaration: true,
         parameters: z.object({
-          user_message: z.string().describe('What the user is choosing.'),
-          choices: z.array(z.object({ id: z.string(), label: z.string() })).describe('The options.'),
-          selection_mode: z.string().default('single').describe('"single" or "multiple".'),
-          layout: z.string().default('list').describe('"list", "row" or "grid".'),
-          none_of_the_above_label: z.string().optional(),
-          task_id: z.string().optional(),
+          user_message: z.string().describe('What the user is choosing, shown above the options; may reference files as <file src="/mnt/name.ext" />.'),
+          choices: z
+            .array(
+              z.object({
+                id: z.string().describe('An id for the option, unique among the options.'),
+                label: z.string().describe('The text of the option; may reference files as <file src="/mnt/name.ext" />.'),
+              }),
+            )
+            .describe('The options.'),
+          selection_mode: oneOf(['single', 'multiple'], 'single').describe('"single" lets the user pick one option, "multiple" any number of them.'),
+          layout: oneOf(['list', 'row', 'grid'], 'list', { declaredDefault: true }).describe(
+            'How the options are laid out: "list" stacks them (good for long labels), "row" puts them side by side (short labels such as Yes/No, or images to compare), "grid" wraps them to the space available.',
+          ),
+          none_of_the_above_label: z
+            .string()
+            .optional()
+            .describe('When set, adds a separate escape option with this label (e.g. "None of these"); picking it returns the id "__none_of_the_above__". Best with "single".'),
+          task_id: taskId,
+        }),
+        response: z.object({
+          selected: z.array(z.string()).optional().describe('The ids of the selected options (exactly one with "single").'),
+          error: responseError,
         }),
         icon: 'list',
-        title: 'Presenting choices',
+        title: 'Presenting Choices to the User',
         async handler(args, context) {
           if (args.task_id) context.taskTree.setInProgress(args.task_id, '');
           const prompt = await fromPidginString(args.user_message, context.fs);
@@ -68,8 +99,8 @@ export function createChatGroup(): FunctionGroup {
             requestId: crypto.randomUUID(),
             prompt,
             choices,
-            selectionMode: args.selection_mode === 'multiple' ? ('multiple' as const) : ('single' as const),
-            layout: args.layout === 'row' || args.layout === 'grid' ? args.layout : ('list' as const),
+            selectionMode: args.selection_mode,
+            layout: args.layout,
           };
           throw new Suspend(
             args.none_of_the_above_label === undefined ? event : { ...event, noneOfTheAboveLabel: args.none_of_the_above_label },

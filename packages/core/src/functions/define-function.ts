@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { AgentFileSystem, TaskTreeManager } from '../agent-fs/index.js';
+import { AgentError } from '../errors/index.js';
 import type { AgentPorts } from '../ports/index.js';
 import type { JsonObject } from '../protocol/content.js';
 import type { AgentResult } from '../protocol/events.js';
@@ -40,6 +41,15 @@ export interface FunctionDefinition<P extends z.ZodObject = z.ZodObject> {
   parameters: P;
   /** Shape of the handler's result, sent as `responseJsonSchema`. */
   response?: z.ZodType;
+  /**
+   * `true`: the declaration describes the arguments as the handler receives them, which is how the
+   * built-in functions are declared. A field with a `.default()` is declared required (its default
+   * shown), a field with a `.prefault()` required without a default, and every object refuses
+   * unknown fields (`additionalProperties: false`). Parsing is unchanged: a call that leaves such a
+   * field out still runs with the default. Default `false`: the declaration describes what parsing
+   * accepts, so defaulted fields are optional.
+   */
+  strictDeclaration?: boolean;
   /** Icon and title the client shows for the call. */
   icon?: string;
   title?: string;
@@ -86,19 +96,31 @@ export interface FunctionGroup {
  * ```
  */
 export function defineFunction<P extends z.ZodObject>(definition: FunctionDefinition<P>): FunctionDefinition {
+  const parameters = definition.parameters as unknown;
+  // A zod 3 schema (from `zod/v3`, or a second zod install) has no `_zod`: say so now, not mid-run.
+  if (typeof parameters !== 'object' || parameters === null || !('_zod' in parameters)) {
+    throw new AgentError(
+      'BAD_REQUEST',
+      `defineFunction ${definition.name}: parameters must be a zod 4 object schema (z.object from 'zod' ^4.0.0); zod 3 schemas are not supported`,
+      { details: { function: definition.name } },
+    );
+  }
   return definition as unknown as FunctionDefinition;
 }
 
 const declarations = new WeakMap<FunctionDefinition, FunctionDeclaration>();
 
-/** The Gemini declaration of a function (JSON Schema parameters), computed once per definition. */
+/**
+ * The Gemini declaration of a function (JSON Schema parameters and, when the definition has one, the
+ * response), computed once per definition and shared by every run that uses it.
+ */
 export function toFunctionDeclaration(definition: FunctionDefinition): FunctionDeclaration {
   const cached = declarations.get(definition);
   if (cached) return cached;
   const declaration: FunctionDeclaration = {
     name: definition.name,
     description: definition.description,
-    parametersJsonSchema: jsonSchemaOf(definition.parameters, 'input'),
+    parametersJsonSchema: jsonSchemaOf(definition.parameters, definition.strictDeclaration === true ? 'output' : 'input'),
   };
   if (definition.response) declaration.responseJsonSchema = jsonSchemaOf(definition.response, 'output');
   declarations.set(definition, declaration);

@@ -1,6 +1,6 @@
 import type { JsonObject } from '../protocol/content.js';
 
-/** What kind of failure an error message describes (reference §16). */
+/** What kind of failure an error message describes. */
 export type ErrorKind =
   | 'free-quota-exhausted'
   | 'free-quota-exhausted-can-pay'

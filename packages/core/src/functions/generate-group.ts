@@ -7,11 +7,12 @@ import { Suspend } from './suspend.js';
 import type { JsonObject, LLMContent, Part } from '../protocol/content.js';
 import type { GenerateContentRequest, Tool } from '../protocol/gemini.js';
 import { toErrorOrResponse } from './error-classification.js';
+import { oneOf, responseError, statusUpdate, taskId } from './parameters.js';
 
-/** The consent reading arbitrary web pages needs (reference §8.5). */
+/** The consent reading arbitrary web pages needs. */
 export const WEBPAGE_CONSENT = 'GET_ANY_WEBPAGE';
 
-/** Models behind `generate_text`'s `model` choice (reference §17.2); anything else is `lite`. */
+/** Models behind `generate_text`'s `model` choice; anything else is `lite`. */
 export const TEXT_MODELS: Readonly<Record<string, string>> = {
   pro: 'gemini-3.1-pro-preview',
   flash: 'gemini-3-flash-preview',
@@ -20,17 +21,35 @@ export const TEXT_MODELS: Readonly<Record<string, string>> = {
 /** The model `generate_and_execute_code` always uses. */
 export const CODE_MODEL = 'gemini-3-flash-preview';
 
-const TEXT_INSTRUCTION =
-  'You produce exactly the requested output. No chit-chat, no preamble, no closing remarks, no offers of further help: just the output.';
-const CODE_INSTRUCTION =
-  'You solve the task by writing and running Python code, then report the result. No chit-chat and no preamble: give the result, and the files the code produced, as the output.';
+const OUTPUT_RULES =
+  'Your output goes straight to another part of an automated system, not to a person: no chit-chat, no explaining what you do or why, no opening such as "Okay" or "Sure", no closing remarks or offers of more help. Give just the output.';
+const TEXT_INSTRUCTION = `You generate exactly what the prompt asks for. ${OUTPUT_RULES}`;
+const CODE_INSTRUCTION = `Your job is to write and run code that achieves the objective in the prompt, then give the result. ${OUTPUT_RULES}`;
 
-const INSTRUCTION = `Generating content: use generate_text for writing, summarising, translating, research with Google Search (search_grounding), places (maps_grounding) or reading web pages named in the prompt (url_context); choose model "pro" for hard reasoning, "flash" for most work, "lite" for simple fast tasks. Use generate_and_execute_code for calculation, data analysis and anything that needs exact computation; it runs Python and returns the result, and files the code writes are saved. Reference files in prompts as <file src="/mnt/..." />.`;
+const INSTRUCTION = `## Generating content
 
-const common = {
-  task_id: z.string().optional().describe('The task this call works on; it is marked in progress.'),
-  status_update: z.string().optional().describe('A short status for the user while this runs.'),
-};
+Pick the generator for the job:
+- generate_text: long or demanding text (a chapter, a report, the analysis of many or large files), research with Google Search ("search_grounding"), places ("maps_grounding"), and reading web pages whose URLs are in the prompt ("url_context").
+- generate_and_execute_code: exact computation, data analysis, charts, and making or converting files such as PDFs or spreadsheets.
+- generate_images: new pictures, or edits and combinations of existing ones.
+- generate_video: a short video clip from a description, optionally starting from reference images.
+- generate_speech_from_text: a recording of a text read aloud.
+- generate_music_from_text: instrumental music or a soundscape.
+
+Each generate_text call is one more model call and adds latency. Short text, such as a reply in a conversation, is faster to write yourself; keep generate_text for long or complex output.
+
+A generator sees only the files its prompt references with <file src="/mnt/name.ext" /> tags, of any type (text, images, audio, video, PDF). A path written without the tag is just text to it.
+
+### Prompting the code generator
+
+generate_and_execute_code is a sub-agent: from your plain-language prompt it writes Python, runs it in a sandbox and reports the result. A good prompt says:
+1. which Python library to prefer, if it matters ("use reportlab to make the PDF");
+2. what the input is, not how to read it; for binary inputs say "use the provided file";
+3. the approach, with any algorithm or technique it should use;
+4. what to deliver: "return" the value for text ("return the total"), "save" for files ("save the chart as a PNG"). Do not name the files.
+The sandbox cannot see your file system. Files go in and out only through <file> tags, which are translated at the sandbox boundary: reference inputs with tags, never with paths; files the code saves come back to you as new <file> tags, with names the sandbox chose.`;
+
+const common = { task_id: taskId, status_update: statusUpdate };
 
 /** What a sub-request streamed, by kind. */
 interface StreamedTurn {
@@ -100,7 +119,7 @@ function reportSources(context: FunctionContext, turn: StreamedTurn): void {
   if (Object.keys(metadata).length > 0) context.reportMetadata(metadata);
 }
 
-/** `generate_text` and `generate_and_execute_code` (reference §13.3). */
+/** `generate_text` and `generate_and_execute_code`. */
 export function createGenerateGroup(): FunctionGroup {
   return {
     name: 'generate',
@@ -109,15 +128,24 @@ export function createGenerateGroup(): FunctionGroup {
       defineFunction({
         name: 'generate_text',
         description:
-          'Generates text with a Gemini model: writing, summaries, translation, analysis. Can ground the answer in Google Search or Google Maps, and read web pages named in the prompt (url_context).',
+          'Generates text with a Gemini model from a prompt that may include files of any type: writing, summaries, translation, analysis of long or many documents. Can ground the answer in Google Search or Google Maps and read web pages.',
+        strictDeclaration: true,
         parameters: z.object({
-          prompt: z.string().describe('What to generate. Reference files as <file src="/mnt/..." />.'),
-          model: z.string().default('flash').describe('"pro" (hard reasoning), "flash" (most work) or "lite" (simple, fast).'),
-          search_grounding: z.boolean().optional().describe('Ground the answer in Google Search results.'),
-          maps_grounding: z.boolean().optional().describe('Ground the answer in Google Maps data.'),
-          url_context: z.boolean().optional().describe('Read the web pages whose URLs appear in the prompt. Asks the user for consent once.'),
+          prompt: z
+            .string()
+            .describe('The full instructions. Include files as <file src="/mnt/name.ext" /> (text, images, audio, video, PDF): without the tag the generator cannot see a file.'),
+          model: oneOf(['pro', 'flash', 'lite'], 'flash').describe(
+            'Which model: "pro" only for exceptionally hard problems (deep reasoning in code, maths or science, very long documents); "flash" for almost everything, including work that needs thinking; "lite" when speed matters most.',
+          ),
+          search_grounding: z.boolean().optional().describe('Ground the answer in current Google Search results, with sources; use for facts after the model\'s knowledge cutoff.'),
+          maps_grounding: z.boolean().optional().describe('Ground the answer in Google Maps data about places.'),
+          url_context: z
+            .boolean()
+            .optional()
+            .describe('Let the model read the web pages (or PDFs, or code repositories) whose URLs are in the prompt, to extract, compare or summarise them. Asks the user for consent once.'),
           ...common,
         }),
+        response: z.object({ text: z.string().optional().describe('The generated text.'), error: responseError }),
         icon: 'text_analysis',
         title: 'Generating Text',
         async precondition(args, context) {
@@ -129,7 +157,7 @@ export function createGenerateGroup(): FunctionGroup {
         },
         async handler(args, context) {
           const grounded = args.search_grounding === true || args.maps_grounding === true;
-          context.taskTree.setInProgress(args.task_id, args.status_update ?? 'Generating text');
+          context.taskTree.setInProgress(args.task_id, args.status_update || 'Generating text');
           if (args.status_update) context.update(args.status_update, { expectedDurationInSec: 20 });
           else if (grounded) context.update('Researching', { expectedDurationInSec: 30 });
           else context.update('Generating Text', { expectedDurationInSec: 20 });
@@ -184,16 +212,20 @@ export function createGenerateGroup(): FunctionGroup {
       defineFunction({
         name: 'generate_and_execute_code',
         description:
-          'Writes Python code for a task and runs it (calculation, data analysis, charts, file conversion), then returns the result. Files the code produces are saved and returned as <file> tags.',
+          'A sub-agent that writes Python code for a task described in plain language, runs it in a sandbox and returns the result: calculation, data analysis, charts, making or converting files. Files the code saves are returned as <file> tags.',
+        strictDeclaration: true,
         parameters: z.object({
-          prompt: z.string().describe('The task for the code. Reference input files as <file src="/mnt/..." />.'),
-          search_grounding: z.boolean().optional().describe('Let the code generator search Google first.'),
+          prompt: z
+            .string()
+            .describe('The task in plain language: preferred library, the inputs (as <file src="/mnt/name.ext" /> tags, never paths), the approach, and what to return or save.'),
+          search_grounding: z.boolean().optional().describe('Let the sub-agent search Google before writing the code.'),
           ...common,
         }),
+        response: z.object({ result: z.string().optional().describe('What the code produced, with saved files as <file> tags.'), error: responseError }),
         icon: 'code',
         title: 'Generating and Executing Code',
         async handler(args, context) {
-          context.taskTree.setInProgress(args.task_id, args.status_update ?? 'Generating code');
+          context.taskTree.setInProgress(args.task_id, args.status_update || 'Generating code');
           if (args.status_update) context.update(args.status_update, { expectedDurationInSec: 40 });
           else if (args.search_grounding) context.update('Researching', { expectedDurationInSec: 50 });
           else context.update('Generating Code', { expectedDurationInSec: 40 });

@@ -232,18 +232,6 @@ describe('generation failures', () => {
     expect(ofType(events, 'error')[0]?.message).toBe('Agent error: the response was blocked by safety filters (finishReason SAFETY)');
     expect(backend.requests).toHaveLength(1);
   });
-
-  it('tells the model its function call was malformed instead of re-sending the same request', async () => {
-    const backend = createScriptedBackendClient([
-      [{ candidates: [{ content: { role: 'model', parts: [] }, finishReason: 'MALFORMED_FUNCTION_CALL', finishMessage: 'Malformed function call: print(' } as never] }],
-      [functionCallChunk('system_objective_fulfilled', { objective_outcome: 'ok' }, { thoughtSignature: 's' })],
-    ]);
-    const events = await collect(run(start('Go'), { backend, store: createMemoryInteractionStore() }));
-    const retry = backend.requests[1]?.body.contents.at(-1);
-    expect(retry?.role).toBe('user');
-    expect(retry?.parts.at(-1)?.text).toMatch(/^Your last function call was malformed and was not run \(Malformed function call: print\(\)/);
-    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
-  });
 });
 
 describe('media the model itself returns', () => {

@@ -3,13 +3,10 @@ import { messageOf } from '../errors/index.js';
 import { defineFunction, type FunctionContext, type FunctionGroup } from './define-function.js';
 import type { JsonObject, Part } from '../protocol/content.js';
 import { toErrorOrResponse } from './error-classification.js';
+import { fileName, oneOf, responseError, statusUpdate, taskId } from './parameters.js';
 import { executeMediaStep, partToChunk, textStepChunk, type MediaStep, type StepChunk } from './media-step.js';
 
-const common = {
-  file_name: z.string().optional().describe('Name for the output file, snake_case, without extension.'),
-  task_id: z.string().optional().describe('The task this call works on; it is marked in progress.'),
-  status_update: z.string().optional().describe('A short status for the user while this runs.'),
-};
+const common = { file_name: fileName, task_id: taskId, status_update: statusUpdate };
 
 /** Image models behind `generate_images`' `model` choice. */
 export const IMAGE_MODELS: Readonly<Record<string, string>> = {
@@ -18,7 +15,7 @@ export const IMAGE_MODELS: Readonly<Record<string, string>> = {
 };
 export const VIDEO_MODEL = 'veo-3.1-generate-preview';
 
-/** Veo support codes by the reason they stand for (reference §13.5). */
+/** Veo support codes by the reason they stand for. */
 const SUPPORT_CODES: Readonly<Record<string, readonly number[]>> = {
   child: [58061214, 17301594],
   celebrity: [29310472, 15236754],
@@ -96,7 +93,7 @@ function saveParts(parts: readonly Part[], context: FunctionContext, fileName: s
   return { paths, errors };
 }
 
-/** `generate_images` (reference §13.4). */
+/** `generate_images`. */
 export function createImageGroup(): FunctionGroup {
   return {
     name: 'image',
@@ -104,19 +101,28 @@ export function createImageGroup(): FunctionGroup {
       defineFunction({
         name: 'generate_images',
         description:
-          'Generates or edits images from a prompt, optionally starting from input images. Returns the paths of the new image files.',
+          'Generates one or more images from a prompt, optionally from input images: create from text, edit an image, combine several images or carry over a style, render legible text (logos, diagrams, posters). Returns the paths of the new image files.',
+        strictDeclaration: true,
         parameters: z.object({
-          prompt: z.string().describe('What the image should show, or how to change the input images.'),
-          model: z.string().default('flash').describe('"pro" for the best quality and text in images, "flash" for speed.'),
-          images: z.array(z.string()).default([]).describe('Paths of input images (/mnt/...), or an empty list.'),
-          aspect_ratio: z.enum(['1:1', '9:16', '16:9', '4:3', '3:4']).default('16:9'),
+          prompt: z
+            .string()
+            .describe('A descriptive paragraph of the scene (subject, setting, style, light, composition) rather than a list of keywords; for edits, what to change. Say how many images you want; one call can make a consistent series, such as video keyframes.'),
+          model: oneOf(['pro', 'flash'], 'flash', { declaredDefault: true }).describe(
+            '"pro" for professional assets, complex instructions and legible text in the image; "flash" for speed and volume.',
+          ),
+          images: z.array(z.string().describe('The path of an input image.')).prefault([]).describe('Paths of the input images (/mnt/...); an empty list to start from the prompt alone.'),
+          aspect_ratio: oneOf(['1:1', '9:16', '16:9', '4:3', '3:4'], '16:9', { declaredDefault: true }).describe('The shape of the images.'),
           ...common,
+        }),
+        response: z.object({
+          images: z.array(z.string().describe('The path of a generated image.')).optional().describe('The generated images.'),
+          error: responseError,
         }),
         icon: 'photo_spark',
         title: 'Generating Image(s)',
         async handler(args, context) {
-          if (args.task_id) context.taskTree.setInProgress(args.task_id, args.status_update ?? 'Generating images');
-          context.update(args.status_update ?? 'Generating Image(s)');
+          if (args.task_id) context.taskTree.setInProgress(args.task_id, args.status_update || 'Generating images');
+          context.update(args.status_update || 'Generating Image(s)');
           const inputs = await chunksOf(args.images, context);
           if (!Array.isArray(inputs)) {
             context.update(null);
@@ -127,7 +133,7 @@ export function createImageGroup(): FunctionGroup {
             modelApi: 'ai_image_tool',
             inputParameters: ['input_instruction', 'input_image'],
             systemPrompt: '',
-            options: { modelName: IMAGE_MODELS[args.model] ?? IMAGE_MODELS.flash, disablePromptRewrite: true },
+            options: { modelName: IMAGE_MODELS[args.model] as string, disablePromptRewrite: true },
             output: 'generated_image',
             inputs: {
               input_instruction: [textStepChunk(args.prompt)],
@@ -147,27 +153,34 @@ export function createImageGroup(): FunctionGroup {
   };
 }
 
-/** `generate_video` (reference §13.5). */
+/** `generate_video`. */
 export function createVideoGroup(): FunctionGroup {
   return {
     name: 'video',
     functions: [
       defineFunction({
         name: 'generate_video',
-        description: 'Generates a short video from a prompt, optionally guided by reference images. Returns the path of the video file.',
+        description: 'Generates an 8-second video with sound from a description, optionally starting from reference images. Returns the path of the video file.',
+        strictDeclaration: true,
         parameters: z.object({
-          prompt: z.string().describe('What the video should show.'),
-          images: z.array(z.string()).default([]).describe('Paths of reference images (/mnt/...).'),
-          aspect_ratio: z.string().default('16:9').describe('"16:9" or "9:16".'),
+          prompt: z
+            .string()
+            .describe('A clear description naming the subject, the action and the style; optionally camera position and motion, framing, focus or lens effects, and the colour and light of the scene.'),
+          images: z
+            .array(z.string().describe('The path of a reference image.'))
+            .optional()
+            .describe('Paths of reference images (/mnt/...); use them only when the video must start from a particular image.'),
+          aspect_ratio: oneOf(['16:9', '9:16'], '16:9', { declaredDefault: true }).describe('The shape of the video.'),
           ...common,
         }),
+        response: z.object({ video: z.string().optional().describe('The path of the generated video.'), error: responseError }),
         icon: 'videocam_auto',
         title: 'Generating Video',
         async handler(args, context) {
-          if (args.task_id) context.taskTree.setInProgress(args.task_id, args.status_update ?? 'Generating video');
-          context.update(args.status_update ?? 'Generating Video');
+          if (args.task_id) context.taskTree.setInProgress(args.task_id, args.status_update || 'Generating video');
+          context.update(args.status_update || 'Generating Video');
           const references: StepChunk[] = [];
-          for (const path of args.images) {
+          for (const path of args.images ?? []) {
             try {
               const [first] = await context.fs.get(path);
               if (!first) {
@@ -180,8 +193,7 @@ export function createVideoGroup(): FunctionGroup {
               return { error: messageOf(error) };
             }
           }
-          const aspectRatio = args.aspect_ratio === '9:16' ? '9:16' : '16:9';
-          const step: MediaStep = {
+                    const step: MediaStep = {
             stepName: 'GenerateVideo',
             modelApi: 'generate_video',
             inputParameters: references.length > 0 ? ['text_instruction', 'reference_image'] : ['text_instruction'],
@@ -190,7 +202,7 @@ export function createVideoGroup(): FunctionGroup {
             output: 'generated_video',
             inputs: {
               text_instruction: [textStepChunk(args.prompt)],
-              aspect_ratio_key: [textStepChunk(aspectRatio)],
+              aspect_ratio_key: [textStepChunk(args.aspect_ratio)],
               ...(references.length > 0 ? { reference_image: references } : {}),
             },
           };
@@ -209,31 +221,33 @@ export function createVideoGroup(): FunctionGroup {
 
 const VOICES: Readonly<Record<string, string>> = { 'Male (English)': 'en-US-male', 'Female (English)': 'en-US-female' };
 
-/** `generate_speech_from_text` and `generate_music_from_text` (reference §13.6). */
+/** `generate_speech_from_text` and `generate_music_from_text`. */
 export function createAudioGroup(): FunctionGroup {
   return {
     name: 'audio',
     functions: [
       defineFunction({
         name: 'generate_speech_from_text',
-        description: 'Reads text aloud with a synthetic voice. Returns the path of the audio file.',
+        description: 'Turns text into speech read by a synthetic voice. Returns the path of the audio file.',
+        strictDeclaration: true,
         parameters: z.object({
-          text: z.string().describe('The words to speak.'),
-          voice: z.string().default('Female (English)').describe('"Male (English)" or "Female (English)".'),
+          text: z.string().describe('The exact words to speak.'),
+          voice: oneOf(['Male (English)', 'Female (English)'], 'Female (English)', { declaredDefault: true }).describe('The voice that reads the text.'),
           ...common,
         }),
+        response: z.object({ speech: z.string().optional().describe('The path of the generated audio.'), error: responseError }),
         icon: 'audio_magic_eraser',
         title: 'Generating Speech',
         async handler(args, context) {
-          if (args.task_id) context.taskTree.setInProgress(args.task_id, args.status_update ?? 'Generating speech');
-          context.update(args.status_update ?? 'Generating Speech');
+          if (args.task_id) context.taskTree.setInProgress(args.task_id, args.status_update || 'Generating speech');
+          context.update(args.status_update || 'Generating Speech');
           const outcome = await runStep(context, {
             stepName: 'GenerateAudio',
             modelApi: 'tts',
             inputParameters: ['text_to_speak'],
             systemPrompt: '',
             output: 'generated_speech',
-            inputs: { text_to_speak: [textStepChunk(args.text)], voice_key: [textStepChunk(VOICES[args.voice] ?? 'en-US-female')] },
+            inputs: { text_to_speak: [textStepChunk(args.text)], voice_key: [textStepChunk(VOICES[args.voice] as string)] },
           });
           if ('response' in outcome) return outcome.response;
           const [part] = outcome.parts;
@@ -245,13 +259,16 @@ export function createAudioGroup(): FunctionGroup {
       }),
       defineFunction({
         name: 'generate_music_from_text',
-        description: 'Composes instrumental music from a description. Returns the path of the audio file.',
-        parameters: z.object({ prompt: z.string().describe('Style, mood, instruments, tempo.'), ...common }),
-        icon: 'music_note',
+        description:
+          'Generates instrumental music or an audio soundscape from a description. Returns the path of the audio file. Describe the genre and style, the mood, the instruments, and the tempo and rhythm; optionally how the piece builds up, background ambience, and the production sound (for example: a calm ambient piece with layered soft synth pads, slow tempo, wide reverb, starting from a single melody).',
+        strictDeclaration: true,
+        parameters: z.object({ prompt: z.string().describe('The description of the music.'), ...common }),
+        response: z.object({ music: z.string().optional().describe('The path of the generated audio.'), error: responseError }),
+        icon: 'audio_magic_eraser',
         title: 'Generating Music',
         async handler(args, context) {
-          if (args.task_id) context.taskTree.setInProgress(args.task_id, args.status_update ?? 'Generating music');
-          context.update(args.status_update ?? 'Generating Music');
+          if (args.task_id) context.taskTree.setInProgress(args.task_id, args.status_update || 'Generating music');
+          context.update(args.status_update || 'Generating Music');
           const outcome = await runStep(context, {
             stepName: 'GenerateMusic',
             modelApi: 'generate_music',

@@ -10,7 +10,7 @@ export interface StepChunk {
   substreamName?: string;
 }
 
-/** A media step, before it becomes the wire request of reference §12.2. */
+/** A media step, before it becomes the `executeStep` wire request. */
 export interface MediaStep {
   stepName: string;
   modelApi: string;
@@ -59,7 +59,7 @@ export async function partToChunk(part: Part, backend: BackendClient, signal?: A
 
 /**
  * Runs a media step through `BackendClient.executeStep` and turns its output chunks into
- * contents (reference §12.2): stored blobs become `storedData` with `/board/blobs/<id>` handles,
+ * contents: stored blobs become `storedData` with `/board/blobs/<id>` handles,
  * HTML is decoded, everything else stays inline. Throws with the backend's message on failure,
  * or `Unable to find data in the output` when there is nothing.
  */

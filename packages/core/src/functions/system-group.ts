@@ -1,16 +1,75 @@
 import { z } from 'zod';
 import { fromPidginString, TaskNodeSchema, type TaskNode } from '../agent-fs/index.js';
 import { defineFunction, type FunctionGroup } from './define-function.js';
+import { responseError, statusUpdate } from './parameters.js';
 
-const INSTRUCTION = `You work toward the objective given in the <objective> tag by calling functions. Every turn must be a function call.
+const INSTRUCTION = `You are an AI agent running inside an application that chains several agents together. Your job in this session is the objective at the start of the conversation, inside <objective>. The application wrote that objective, and whatever you return goes back to the application, usually as input to the next agent: neither is shown to the user as is.
 
-Files: you have a file system under /mnt. Write intermediate results with system_write_file and read them back with system_read_text_from_file; system_list_files shows what exists. To refer to a file in any text you produce (an outcome, a message to the user, a file's content), write <file src="/mnt/name.ext" /> and the runtime puts the file in its place.
+## What the objective may contain
 
-Planning: for work with several steps, record a plan with system_create_task_tree and tick off tasks with system_mark_completed_tasks as you finish them.
+- <input source-agent="name">...</input> holds the result of an earlier agent called "name". Treat it as material to work with.
+- <a href="/route-1">title</a> is a link to another agent. When the objective says to hand over to it, pass that href as the "href" argument of system_objective_fulfilled or system_failed_to_fulfill_objective; your outcome then goes to that agent. Otherwise leave "href" as "/".
+- <metadata> carries the current date and time in <current_date>; use it whenever the answer depends on today.
 
-Finishing: when the objective is met, call system_objective_fulfilled with the outcome the user should see, referencing files with <file> tags instead of repeating their content. If the objective cannot be met, call system_failed_to_fulfill_objective with a short explanation for the user. Either call ends the run.`;
+## How to work
 
-/** The termination, file and task-tree functions (reference §13.2). */
+Follow these four steps, in order.
+
+### 1. Decide whether the objective can be met
+
+Check that your functions can produce what is asked and that no data is missing, or that you can ask the user for it. Assume nothing. If it cannot be done, call system_failed_to_fulfill_objective right away: failing fast is better than failing after a long effort.
+
+The generators enforce content policies, and a request that breaks them fails after wasting time. Refuse up front, with system_failed_to_fulfill_objective, when the objective asks you to produce:
+- images, video or other media showing children;
+- images, video or other media showing real, prominent people (celebrities, politicians, public figures);
+- violent content;
+- dangerous or hateful content;
+- sexual content;
+- close copies of existing copyrighted work.
+In "user_message", say kindly why it cannot be done and suggest what the user could ask for instead.
+
+### 2. Judge how hard the problem is
+
+- Simple: a single, clear task.
+- Complicated: needs expertise, planning and several steps.
+- Complex: the path depends on things you cannot predict, typically free-form answers from the user or unreliable tool results, so any plan keeps changing. Without functions to talk to the user, this is rare.
+When unsure, start by treating it as complicated.
+
+### 3. Do the work
+
+- Simple: just do it, quickly; good enough beats perfect.
+- Complicated: think the plan through, then record it with system_create_task_tree. Each task should roughly match one function call. Decide which tasks depend on others and which can run at once; prefer running them at once, by making several function calls in the same turn. Pass the task's id as "task_id" in the calls that work on it; add a suffix for parts of a task ("task_003_1" is part 1 of "task_003"). After each task, check whether the results change the plan and adjust it if they do. Record finished tasks with system_mark_completed_tasks; there is no need to do so at the very end, since finishing the objective marks every task complete.
+- Complex: do not plan far ahead. Observe what happened, orient toward the objective, decide the next step, act, and repeat.
+A problem may turn out harder than it first looked (simple becomes complicated, complicated becomes complex). Notice when that happens and switch to the approach of the harder kind.
+
+### 4. Return the outcome
+
+Call system_objective_fulfilled only once the objective is completely met: the call ends the session and nothing runs after it. Put the result in "objective_outcome". It is text that may reference files with <file> tags; referenced files become part of the outcome, so to return images or videos you already made, reference them.
+
+Return exactly what the objective asks for, with no commentary, labels, intermediate results or preamble such as "Here is" or "Okay": the next agent would be confused by them. To decide what that is:
+1. If the objective says to return something, return that and only that.
+2. Otherwise return the main thing the objective produces (for "write a post with a header image", the image reference and the post).
+3. If the objective asks for no result (for example it only chooses where to go next), an empty "objective_outcome" is fine: the call itself is the outcome.
+
+If you could not meet the objective, call system_failed_to_fulfill_objective with a "user_message" that explains why.
+
+## Files
+
+You have a virtual file system; every path looks like "/mnt/name.ext". Name files in snake_case. system_write_file saves text, system_read_text_from_file reads a text file back, and system_list_files shows every file, including /mnt/system/chat_log.json (the conversation with the user so far).
+
+To use a file in any text you write (an outcome, a prompt, a message, a file), put <file src="/mnt/name.ext" /> where its content belongs: before the text is used, each tag is replaced by the whole file. Reference only files you know exist (check with system_list_files when unsure): a tag for a file that does not exist breaks the step that reads it. Because the whole file lands where the tag is, give each tag its own line under a heading, not a place inside a sentence. This reads well once the files are in place:
+
+Score the essay against the rubric.
+
+Essay:
+<file src="/mnt/essay.md" />
+
+Rubric:
+<file src="/mnt/rubric.md" />
+
+This does not: Score <file src="/mnt/essay.md" /> against <file src="/mnt/rubric.md" />.`;
+
+/** The termination, file and task-tree functions. */
 export function createSystemGroup(): FunctionGroup {
   return {
     name: 'system',
@@ -18,11 +77,15 @@ export function createSystemGroup(): FunctionGroup {
     functions: [
       defineFunction({
         name: 'system_objective_fulfilled',
-        description: 'Call when the objective is met. Ends the run with the outcome the user will see.',
+        description: 'Ends the session successfully and hands the outcome over. Call it once, only when the objective is completely met.',
+        strictDeclaration: true,
         parameters: z.object({
-          objective_outcome: z.string().describe('The outcome for the user; reference files as <file src="/mnt/..." />.'),
-          href: z.string().default('/').describe('Where to go next; "/" when nowhere in particular.'),
+          objective_outcome: z
+            .string()
+            .describe('Exactly what the objective asks to return, with files referenced as <file src="/mnt/name.ext" />; may be empty when nothing is to be returned.'),
+          href: z.string().default('/').describe('The href of the linked agent to hand over to, or "/" to hand over to none.'),
         }),
+        response: z.object({ error: responseError }),
         icon: 'check_circle',
         title: 'Returning final outcome',
         async handler({ objective_outcome, href }, context) {
@@ -34,13 +97,14 @@ export function createSystemGroup(): FunctionGroup {
       }),
       defineFunction({
         name: 'system_failed_to_fulfill_objective',
-        description: 'Call when the objective cannot be met. Ends the run and tells the user why.',
+        description: 'Ends the session unsuccessfully: the objective cannot be met (missing capability or data, or a request the content policies forbid).',
+        strictDeclaration: true,
         parameters: z.object({
-          user_message: z.string().describe('Why the objective could not be met, for the user.'),
-          href: z.string().default('/'),
+          user_message: z.string().describe('A friendly explanation for the user: why it cannot be done, and what they could try instead.'),
+          href: z.string().default('/').describe('The href of the linked agent to hand over to, or "/" to hand over to none.'),
         }),
-        icon: 'error',
-        title: 'Explaining failure',
+        icon: 'cancel',
+        title: 'Unable to proceed',
         async handler({ user_message, href }, context) {
           const outcomes = { parts: [{ text: user_message }] };
           context.terminate(href === '/' ? { success: false, outcomes } : { success: false, href, outcomes });
@@ -49,10 +113,11 @@ export function createSystemGroup(): FunctionGroup {
       }),
       defineFunction({
         name: 'system_list_files',
-        description: 'Lists every file in the file system.',
-        parameters: z.object({ status_update: z.string().describe('A short status shown to the user.') }),
+        description: 'Lists the paths of every file in the file system, one per line.',
+        strictDeclaration: true,
+        parameters: z.object({ status_update: statusUpdate }),
+        response: z.object({ list: z.string().describe('Every file path, one per line.'), error: responseError }),
         icon: 'folder',
-        title: 'Listing files',
         async handler({ status_update }, context) {
           context.update(status_update || 'Getting a list of files');
           return { list: context.fs.listFiles() };
@@ -60,11 +125,13 @@ export function createSystemGroup(): FunctionGroup {
       }),
       defineFunction({
         name: 'system_write_file',
-        description: 'Writes text to a file under /mnt and returns its path.',
+        description: 'Saves text to a file and returns its path. <file> tags in the text are replaced by the text of the files they name.',
+        strictDeclaration: true,
         parameters: z.object({
-          file_name: z.string().describe('File name, e.g. "notes.md".'),
-          content: z.string().describe('The text to write; may reference other files with <file> tags.'),
+          file_name: z.string().describe('The file name, snake_case, e.g. "meeting_notes.md"; ".txt" is added when it has no extension.'),
+          content: z.string().describe('The text to save.'),
         }),
+        response: z.object({ file_path: z.string().optional().describe('Where the file was saved.'), error: responseError }),
         icon: 'edit',
         title: 'Writing to file',
         async handler({ file_name, content }, context) {
@@ -75,20 +142,24 @@ export function createSystemGroup(): FunctionGroup {
       }),
       defineFunction({
         name: 'system_read_text_from_file',
-        description: 'Reads a text file from the file system.',
-        parameters: z.object({ file_path: z.string().describe('Path such as "/mnt/notes.md".') }),
+        description: 'Returns the text of a text file.',
+        strictDeclaration: true,
+        parameters: z.object({ file_path: z.string().describe('The path, e.g. "/mnt/meeting_notes.md".') }),
+        response: z.object({ text: z.string().optional().describe('The text of the file.'), error: responseError }),
         icon: 'description',
-        title: 'Reading file',
+        title: 'Reading from file',
         async handler({ file_path }, context) {
           return { text: await context.fs.readText(file_path) };
         },
       }),
       defineFunction({
         name: 'system_create_task_tree',
-        description: 'Records the plan as a tree of tasks, saved to /mnt/task_tree.json.',
-        parameters: z.object({ task_tree: TaskNodeSchema.optional().describe('The root task.') }),
-        icon: 'account_tree',
-        title: 'Planning tasks',
+        description: 'Records the plan as a tree of tasks (saved to /mnt/task_tree.json) that shows which tasks run one after another and which run at once.',
+        strictDeclaration: true,
+        parameters: z.object({ task_tree: TaskNodeSchema.optional().describe('The root task; its subtasks form the tree.') }),
+        response: z.object({ file_path: z.string().optional().describe('Where the task tree was saved.'), error: responseError }),
+        icon: 'task',
+        title: 'Creating task tree',
         async handler({ task_tree }, context) {
           if (!task_tree) return { error: 'task_tree is required' };
           return { file_path: context.taskTree.set(task_tree as TaskNode) };
@@ -97,9 +168,11 @@ export function createSystemGroup(): FunctionGroup {
       defineFunction({
         name: 'system_mark_completed_tasks',
         description: 'Marks tasks of the task tree as complete.',
-        parameters: z.object({ task_ids: z.array(z.string()).describe('Ids of the completed tasks.') }),
-        icon: 'task_alt',
-        title: 'Updating tasks',
+        strictDeclaration: true,
+        parameters: z.object({ task_ids: z.array(z.string()).describe('The ids of the finished tasks.') }),
+        response: z.object({ file_path: z.string().describe('Where the updated task tree was saved.'), error: responseError }),
+        icon: 'task',
+        title: 'Marking tasks complete',
         async handler({ task_ids }, context) {
           return { file_path: context.taskTree.setComplete(task_ids) };
         },

@@ -10,6 +10,8 @@ import {
 import { createAgentHandler } from './agent-handler.js';
 
 const URL_BASE = 'http://agent.test/v1beta1/streamRunAgent?alt=sse';
+/** The endpoint as a caller that did not ask for SSE uses it: request errors come back as JSON. */
+const URL_JSON = 'http://agent.test/v1beta1/streamRunAgent';
 
 async function wireEvents(response: Response): Promise<Array<Record<string, Record<string, unknown>>>> {
   const events = [];
@@ -71,10 +73,10 @@ describe('createAgentHandler', () => {
 
   it('answers a malformed body with 400 JSON naming the field', async () => {
     const { handler } = setup();
-    const notJson = await handler(post('{"start":'));
+    const notJson = await handler(post('{"start":', {}, URL_JSON));
     expect(notJson.status).toBe(400);
     expect(await notJson.json()).toMatchObject({ error: { code: 'BAD_REQUEST', status: 400, message: expect.stringMatching(/^\(body\): not valid JSON/) } });
-    const badSegment = await handler(post(JSON.stringify({ start: { segments: [{ bogus: {} }] } })));
+    const badSegment = await handler(post(JSON.stringify({ start: { segments: [{ bogus: {} }] } }), {}, URL_JSON));
     expect(badSegment.status).toBe(400);
     expect(await badSegment.json()).toMatchObject({ error: { message: 'start.segments[0]: unknown segment kind "bogus"' } });
   });
@@ -82,11 +84,13 @@ describe('createAgentHandler', () => {
   it('refuses an oversized body with 413, unknown paths with 404 and other methods with 405', async () => {
     const store = createMemoryInteractionStore();
     const handler = createAgentHandler({ createPorts: () => ({ backend: createScriptedBackendClient([]), store }), maxBodyBytes: 100 });
-    const big = await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x'.repeat(500) }] })));
+    const big = await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x'.repeat(500) }] }), {}, URL_JSON));
     expect(big.status).toBe(413);
     expect((await big.json()).error.code).toBe('PAYLOAD_TOO_LARGE');
     expect((await handler(post('{}', {}, 'http://agent.test/v1beta1/other'))).status).toBe(404);
-    expect((await handler(new Request(URL_BASE))).status).toBe(405);
+    const get = await handler(new Request(URL_BASE));
+    expect(get.status).toBe(405);
+    expect(get.headers.get('allow')).toBe('POST, OPTIONS');
   });
 
   it('serves the /api/agent/run alias', async () => {
@@ -125,5 +129,143 @@ describe('createAgentHandler', () => {
     }
     await reader.cancel();
     expect(text).toContain(': keep-alive\n\n');
+  });
+});
+
+describe('createAgentHandler: errors for callers that asked for SSE', () => {
+  const sseEvents = async (response: Response) => {
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    return wireEvents(response);
+  };
+
+  it('answers an empty segments list with ?alt=sse as one SSE error event coded BAD_REQUEST', async () => {
+    const { handler } = setup();
+    const events = await sseEvents(await handler(post(JSON.stringify({ start: { segments: [] } }))));
+    expect(events).toEqual([{ error: { message: 'start.segments: must hold at least one segment', code: 'BAD_REQUEST' } }]);
+  });
+
+  it('does the same for Accept: text/event-stream, for 413 and for 415', async () => {
+    const store = createMemoryInteractionStore();
+    const handler = createAgentHandler({ createPorts: () => ({ backend: createScriptedBackendClient([]), store }), maxBodyBytes: 100 });
+    const accept = { accept: 'text/event-stream' };
+    const big = await sseEvents(await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x'.repeat(500) }] }), accept, URL_JSON)));
+    expect(big).toEqual([{ error: { message: 'Request body exceeds the limit of 100 bytes', code: 'PAYLOAD_TOO_LARGE' } }]);
+    const text = await sseEvents(await handler(post('{}', { ...accept, 'content-type': 'text/plain' }, URL_JSON)));
+    expect(text).toEqual([{ error: { message: 'content-type: expected application/json, got "text/plain"', code: 'UNSUPPORTED_MEDIA_TYPE' } }]);
+  });
+});
+
+describe('createAgentHandler: input limits', () => {
+  it('refuses a body that is not application/json with 415, before reading it', async () => {
+    const { handler } = setup();
+    for (const contentType of ['text/plain;charset=UTF-8', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x']) {
+      const response = await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x' }] }), { 'content-type': contentType }, URL_JSON));
+      expect(response.status).toBe(415);
+      expect(await response.json()).toMatchObject({ error: { code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.stringMatching(/^content-type: expected application\/json/) } });
+    }
+    const missing = await handler(new Request(URL_JSON, { method: 'POST', body: new Blob(['{}']) }));
+    expect(missing.status).toBe(415);
+    expect((await missing.json()).error.message).toBe('content-type: missing; send the body as application/json');
+    const withCharset = await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x' }] }), { 'content-type': 'Application/JSON; charset=utf-8' }));
+    expect(withCharset.status).toBe(200);
+    await wireEvents(withCharset);
+  });
+
+  it('refuses deep JSON and too many segments with 400 naming the limit, without running anything', async () => {
+    const { handler, tokens } = setup();
+    const deep = `{"segments":[{"type":"text","text":"x"}],"flags":${'['.repeat(100_000)}${']'.repeat(100_000)}}`;
+    const tooDeep = await handler(post(deep, {}, URL_JSON));
+    expect(tooDeep.status).toBe(400);
+    expect((await tooDeep.json()).error).toMatchObject({ code: 'BAD_REQUEST', message: '(body): JSON nests deeper than the limit of 64 levels' });
+    const store = createMemoryInteractionStore();
+    const limited = createAgentHandler({ createPorts: () => ({ backend: createScriptedBackendClient([]), store }), maxSegments: 2, maxJsonDepth: 4 });
+    const many = await limited(post(JSON.stringify({ segments: Array.from({ length: 3 }, () => ({ type: 'text', text: 'x' })) }), {}, URL_JSON));
+    expect((await many.json()).error.message).toBe('segments: holds 3 segments, more than the limit of 2');
+    const nested = await limited(post(JSON.stringify({ segments: [{ type: 'text', text: 'x' }], flags: { a: { b: { c: {} } } } }), {}, URL_JSON));
+    expect((await nested.json()).error.message).toBe('(body): JSON nests deeper than the limit of 4 levels');
+    expect(tokens).toEqual([]);
+  });
+
+  it('keeps server file paths and secrets out of an unexpected failure', async () => {
+    const handler = createAgentHandler({
+      createPorts: () => {
+        throw new Error("EACCES: permission denied, open '/srv/agent/keys/service.json' with key=AIzaSyA-1234567890abcdefghijklmnopqrst");
+      },
+    });
+    const response = await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x' }] }), {}, URL_JSON));
+    expect(response.status).toBe(500);
+    const { error } = await response.json();
+    expect(error.code).toBe('INTERNAL');
+    expect(error.message).toBe("EACCES: permission denied, open '[path]' with key=[redacted]");
+  });
+});
+
+describe('createAgentHandler: CORS', () => {
+  const SITE = 'https://app.example.com';
+  const preflight = (origin: string, url = URL_BASE) =>
+    new Request(url, {
+      method: 'OPTIONS',
+      headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type,authorization' },
+    });
+  const body = JSON.stringify({ segments: [{ type: 'text', text: 'x' }] });
+
+  it('by default lets only the server\'s own pages call: another origin gets 403 and no allow headers', async () => {
+    const { handler, tokens } = setup();
+    const refusedPreflight = await handler(preflight(SITE));
+    expect(refusedPreflight.status).toBe(403);
+    expect(refusedPreflight.headers.get('access-control-allow-origin')).toBeNull();
+    const refused = await handler(post(body, { origin: SITE }));
+    expect(refused.status).toBe(403);
+    expect(await refused.json()).toMatchObject({ error: { code: 'FORBIDDEN', message: expect.stringContaining(SITE) } });
+    expect(tokens).toEqual([]);
+    // The same host (also behind a TLS-terminating proxy) and callers without Origin are served.
+    const callers: Array<Record<string, string>> = [{ origin: 'http://agent.test' }, { origin: 'https://agent.test' }, {}];
+    for (const headers of callers) {
+      const response = await handler(post(body, headers));
+      expect(response.status).toBe(200);
+      expect(response.headers.get('access-control-allow-origin')).toBeNull();
+      await wireEvents(response);
+    }
+  });
+
+  it('answers preflights of allowed origins with 204 and puts the headers on streams and errors', async () => {
+    const store = createMemoryInteractionStore();
+    const backend = createScriptedBackendClient(() => [functionCallChunk('system_objective_fulfilled', { objective_outcome: 'done' })]);
+    const handler = createAgentHandler({ createPorts: () => ({ backend, store }), cors: { origins: [SITE], maxAgeSeconds: 60 } });
+    const answer = await handler(preflight(SITE));
+    expect(answer.status).toBe(204);
+    expect(Object.fromEntries(answer.headers)).toMatchObject({
+      'access-control-allow-origin': SITE,
+      'access-control-allow-methods': 'POST, OPTIONS',
+      'access-control-allow-headers': 'content-type, authorization',
+      'access-control-max-age': '60',
+    });
+    expect(answer.headers.get('vary')).toMatch(/Origin/);
+    expect(answer.headers.get('access-control-allow-credentials')).toBeNull();
+    const stream = await handler(post(body, { origin: SITE }));
+    expect(stream.headers.get('access-control-allow-origin')).toBe(SITE);
+    expect((await wireEvents(stream)).at(-1)).toMatchObject({ complete: { result: { success: true } } });
+    const error = await handler(post('{', { origin: SITE }, URL_JSON));
+    expect(error.status).toBe(400);
+    expect(error.headers.get('access-control-allow-origin')).toBe(SITE);
+    expect((await handler(preflight('https://other.example.com'))).status).toBe(403);
+  });
+
+  it('allows every origin with "*", and echoes the origin when credentials are allowed', async () => {
+    const store = createMemoryInteractionStore();
+    const anyone = createAgentHandler({ createPorts: () => ({ backend: createScriptedBackendClient([]), store }), cors: { origins: '*' } });
+    expect((await anyone(preflight(SITE))).headers.get('access-control-allow-origin')).toBe('*');
+    const withCookies = createAgentHandler({
+      createPorts: () => ({ backend: createScriptedBackendClient([]), store }),
+      cors: { origins: '*', credentials: true },
+    });
+    const answer = await withCookies(preflight(SITE));
+    expect(answer.headers.get('access-control-allow-origin')).toBe(SITE);
+    expect(answer.headers.get('access-control-allow-credentials')).toBe('true');
+    const privateNetwork = await anyone(
+      new Request(URL_BASE, { method: 'OPTIONS', headers: { origin: SITE, 'access-control-request-method': 'POST', 'access-control-request-private-network': 'true' } }),
+    );
+    expect(privateNetwork.headers.get('access-control-allow-private-network')).toBe('true');
   });
 });

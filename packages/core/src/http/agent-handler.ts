@@ -1,11 +1,13 @@
-import { AgentError, toAgentError } from '../errors/index.js';
+import { AgentError, isAgentError, toAgentError } from '../errors/index.js';
 import type { AgentPorts } from '../ports/index.js';
 import type { AgentEvent } from '../protocol/events.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
-import { parseAgentRequestText } from '../protocol/requests.js';
+import { parseAgentRequestText, type AgentRequestLimits } from '../protocol/requests.js';
 import { toWireEvent } from '../protocol/wire.js';
 import { resume, run, type RunOptions } from '../run/index.js';
 import { encodeSseComment, encodeSseEvent } from '../sse/index.js';
+import { createCorsPolicy, type CorsOptions } from './cors.js';
+import { redactServerMessage } from './redact.js';
 
 /** The paths the agent endpoint answers on (decision W2). */
 export const AGENT_RUN_PATHS: readonly string[] = ['/v1beta1/streamRunAgent', '/api/agent/run'];
@@ -26,6 +28,16 @@ export interface AgentHandlerOptions {
   runOptions?: (context: AgentRequestContext) => Omit<RunOptions, 'signal' | 'owner'> | undefined;
   /** Refuse bodies larger than this with 413. Default 32 MiB (inline images travel in bodies). */
   maxBodyBytes?: number;
+  /** Refuse bodies nesting arrays and objects deeper than this with 400. Default 64. */
+  maxJsonDepth?: number;
+  /** Refuse start requests with more segments than this with 400. Default 1000. */
+  maxSegments?: number;
+  /**
+   * Which other origins a browser page may start and resume runs from. Default: none, so only
+   * pages served from this server's own host can (and a request with another `Origin` gets 403).
+   * Preflights allow `POST` with the headers `content-type` and `authorization`.
+   */
+  cors?: CorsOptions;
   /** A keep-alive comment is sent after this much silence so proxies keep the stream open. Default 15 s. */
   keepAliveMs?: number;
   /**
@@ -54,17 +66,29 @@ export function createAgentHandler(options: AgentHandlerOptions): (request: Requ
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const keepAliveMs = options.keepAliveMs ?? DEFAULT_KEEP_ALIVE_MS;
   const resolveOwner = options.resolveOwner ?? digestOwner;
+  const limits: AgentRequestLimits = {};
+  if (options.maxJsonDepth !== undefined) limits.maxJsonDepth = options.maxJsonDepth;
+  if (options.maxSegments !== undefined) limits.maxSegments = options.maxSegments;
+  const cors = createCorsPolicy(options.cors, { methods: ['POST'], headers: ['content-type', 'authorization'] });
   return async (request) => {
+    const url = new URL(request.url);
+    if (!AGENT_RUN_PATHS.includes(url.pathname)) {
+      return errorResponse(new AgentError('NOT_FOUND', `No agent endpoint at ${url.pathname}`));
+    }
+    if (cors.isPreflight(request)) return cors.preflight(request);
+    const refused = cors.refuse(request);
+    if (refused) return refused;
+    if (request.method === 'OPTIONS') return cors.decorate(request, new Response(null, { status: 204, headers: { allow: 'POST, OPTIONS' } }));
+    if (request.method !== 'POST') {
+      const response = errorResponse(new AgentError('METHOD_NOT_ALLOWED', `${url.pathname} accepts POST, not ${request.method}`));
+      response.headers.set('allow', 'POST, OPTIONS');
+      return cors.decorate(request, response);
+    }
+    const asSse = wantsSse(request, url);
     try {
-      const url = new URL(request.url);
-      if (!AGENT_RUN_PATHS.includes(url.pathname)) {
-        throw new AgentError('NOT_FOUND', `No agent endpoint at ${url.pathname}`);
-      }
-      if (request.method !== 'POST') {
-        throw new AgentError('METHOD_NOT_ALLOWED', `${url.pathname} accepts POST, not ${request.method}`);
-      }
+      requireJson(request);
       const text = await readBody(request, maxBodyBytes);
-      const body = parseAgentRequestText(text);
+      const body = parseAgentRequestText(text, limits);
       const accessToken = body.accessToken ?? bearerToken(request);
       const context: AgentRequestContext = accessToken === undefined ? { request } : { accessToken, request };
       const ports = await options.createPorts(context);
@@ -76,28 +100,73 @@ export function createAgentHandler(options: AgentHandlerOptions): (request: Requ
         body.kind === 'start'
           ? run(body.start, ports, runOptions)
           : // The answer travels as the client sent it; the suspended function reads what it needs.
-          resume(body.resume.interactionId, body.resume.response as ResumeResponse, ports, runOptions);
-      return new Response(toSseStream(events, controller, request.signal, keepAliveMs), {
-        status: 200,
-        headers: {
-          'content-type': 'text/event-stream; charset=utf-8',
-          'cache-control': 'no-cache, no-transform',
-          'x-accel-buffering': 'no',
-        },
-      });
+            resume(body.resume.interactionId, body.resume.response as ResumeResponse, ports, runOptions);
+      return cors.decorate(
+        request,
+        new Response(toSseStream(events, controller, request.signal, keepAliveMs), { status: 200, headers: sseHeaders() }),
+      );
     } catch (error) {
-      return errorResponse(error);
+      return cors.decorate(request, asSse ? sseErrorResponse(error) : errorResponse(error));
     }
   };
 }
 
-/** A JSON error response with the status of the error's code. */
+/**
+ * A JSON error response with the status of the error's code. An error that is not an
+ * `AgentError` becomes `INTERNAL`, its message stripped of secrets and server file paths.
+ */
 export function errorResponse(error: unknown): Response {
-  const agentError = toAgentError(error);
+  const agentError = publicError(error);
   return new Response(JSON.stringify(agentError.toJSON()), {
     status: agentError.status,
     headers: { 'content-type': 'application/json; charset=utf-8' },
   });
+}
+
+/**
+ * The answer to a caller that asked for SSE (`?alt=sse` or `Accept: text/event-stream`): a 200
+ * stream holding one `error` event with the message and code, which is what the Opal client can
+ * show to its user (it reports any non-2xx answer only by its status line).
+ */
+function sseErrorResponse(error: unknown): Response {
+  const agentError = publicError(error);
+  const event = encodeSseEvent({ error: { message: agentError.message, code: agentError.code } });
+  return new Response(event, { status: 200, headers: sseHeaders() });
+}
+
+function publicError(error: unknown): AgentError {
+  if (isAgentError(error)) return error;
+  const normalised = toAgentError(error);
+  return new AgentError(normalised.code, redactServerMessage(normalised.message), { cause: error });
+}
+
+function sseHeaders(): Record<string, string> {
+  return {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache, no-transform',
+    'x-accel-buffering': 'no',
+  };
+}
+
+function wantsSse(request: Request, url: URL): boolean {
+  return url.searchParams.get('alt') === 'sse' || (request.headers.get('accept') ?? '').toLowerCase().includes('text/event-stream');
+}
+
+/**
+ * Only JSON bodies start or resume runs: a browser sends `application/json` across origins only
+ * after a preflight, so a page elsewhere cannot start a run with a "simple" form or text post.
+ */
+function requireJson(request: Request): void {
+  const contentType = request.headers.get('content-type');
+  const mediaType = contentType?.split(';')[0]?.trim().toLowerCase();
+  if (mediaType === 'application/json') return;
+  throw new AgentError(
+    'UNSUPPORTED_MEDIA_TYPE',
+    contentType === null
+      ? 'content-type: missing; send the body as application/json'
+      : `content-type: expected application/json, got "${contentType.slice(0, 100)}"`,
+    { details: { path: 'content-type' } },
+  );
 }
 
 function toSseStream(

@@ -2,6 +2,7 @@ import { AgentError, type ErrorCode } from '../errors/index.js';
 import type { BackendClient } from '../ports/index.js';
 import type { GenerateContentResponse } from '../protocol/gemini.js';
 import { parseSseStream } from '../sse/index.js';
+import { redactDetails, redactSecrets, redactUrl, secretsOfUrl } from './redact.js';
 
 /** Retry policy for transient failures (429, 503) before the first chunk arrives. */
 export interface RetryOptions {
@@ -44,6 +45,8 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
     throw new AgentError('UNAUTHENTICATED', 'createGeminiBackendClient needs options.apiKey or options.accessToken');
   }
   const baseUrl = (options.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, '');
+  // What must never reach a message: the key, the token, credentials in the base URL, header values.
+  const secrets = [options.apiKey, options.accessToken, ...secretsOfUrl(baseUrl), ...Object.values(options.headers ?? {})];
   const maxAttempts = options.retry?.maxAttempts ?? 5;
   const baseDelayMs = options.retry?.baseDelayMs ?? 1000;
   const maxDelayMs = options.retry?.maxDelayMs ?? 60_000;
@@ -59,9 +62,9 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
       for (let attempt = 1; ; attempt += 1) {
         let error: AgentError;
         try {
-          response = await send(options, url, requestBody, signal);
+          response = await send(options, url, requestBody, signal, secrets);
           if (response.ok) break;
-          error = await toGeminiError(response);
+          error = await toGeminiError(response, secrets);
         } catch (failure) {
           // Unreachable (connection refused or reset before an answer): as transient as a 503.
           if (!(failure instanceof AgentError) || failure.code !== 'MODEL_UNAVAILABLE') throw failure;
@@ -81,20 +84,19 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
           let chunk: GenerateContentResponse & { error?: GeminiErrorBody['error'] };
           try {
             chunk = JSON.parse(event.data) as typeof chunk;
-          } catch (error) {
+          } catch {
             // Garbage in the stream (a proxy's error page, a cut line): worth another request.
-            throw new AgentError('MODEL_UNAVAILABLE', `Gemini sent a chunk that is not JSON: ${event.data.slice(0, 120)}`, { cause: error });
+            throw new AgentError('MODEL_UNAVAILABLE', `Gemini sent a chunk that is not JSON: ${redactSecrets(event.data.slice(0, 120), secrets)}`);
           }
-          if (chunk.error) throw errorFromBody({ error: chunk.error }, chunk.error.code ?? 500);
+          if (chunk.error) throw errorFromBody({ error: chunk.error }, chunk.error.code ?? 500, secrets);
           yield chunk;
         }
       } catch (error) {
         if (error instanceof AgentError) throw error;
         if (signal?.aborted) throw new AgentError('ABORTED', 'Model request cancelled', { cause: error });
         // The connection broke mid-answer ("terminated", a reset): transient.
-        throw new AgentError('MODEL_UNAVAILABLE', `The answer from Gemini broke off: ${error instanceof Error ? error.message : String(error)}`, {
-          cause: error,
-        });
+        const reason = error instanceof Error ? error.message : String(error);
+        throw new AgentError('MODEL_UNAVAILABLE', `The answer from Gemini broke off: ${redactSecrets(reason, secrets)}`, { cause: error });
       }
     },
     executeStep: options.upstream ? (body, signal) => options.upstream!.executeStep(body, signal) : needsUpstream('executeStep'),
@@ -105,7 +107,13 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
   };
 }
 
-async function send(options: GeminiBackendClientOptions, url: string, body: string, signal: AbortSignal | undefined): Promise<Response> {
+async function send(
+  options: GeminiBackendClientOptions,
+  url: string,
+  body: string,
+  signal: AbortSignal | undefined,
+  secrets: ReadonlyArray<string | undefined>,
+): Promise<Response> {
   try {
     return await options.fetch(url, {
       method: 'POST',
@@ -118,10 +126,10 @@ async function send(options: GeminiBackendClientOptions, url: string, body: stri
       ...(signal ? { signal } : {}),
     });
   } catch (error) {
-    if (signal?.aborted) throw new AgentError('ABORTED', 'Model request cancelled', { cause: error });
-    throw new AgentError('MODEL_UNAVAILABLE', `Could not reach Gemini at ${url.split('?')[0]}: ${error instanceof Error ? error.message : String(error)}`, {
-      cause: error,
-    });
+    if (signal?.aborted) throw new AgentError('ABORTED', 'Model request cancelled');
+    // The cause is left out: network errors quote the URL, credentials included.
+    const reason = redactSecrets(networkReason(error), secrets);
+    throw new AgentError('MODEL_UNAVAILABLE', `Could not reach Gemini at ${redactUrl(url.split('?')[0] ?? url)}: ${reason}`);
   }
 }
 
@@ -130,16 +138,17 @@ interface GeminiErrorBody {
 }
 
 /** Maps a non-2xx Gemini answer (JSON even when the content type says SSE) to an `AgentError`. */
-async function toGeminiError(response: Response): Promise<AgentError> {
+async function toGeminiError(response: Response, secrets: ReadonlyArray<string | undefined>): Promise<AgentError> {
   const text = await response.text();
   try {
     const parsed = JSON.parse(text) as GeminiErrorBody | GeminiErrorBody[];
     const body = Array.isArray(parsed) ? parsed[0] : parsed;
-    if (body?.error) return errorFromBody(body, response.status);
+    if (body?.error) return errorFromBody(body, response.status, secrets);
   } catch {
     // Not JSON: fall through to the raw text.
   }
-  return new AgentError(codeForStatus(response.status), `Gemini ${response.status}: ${text.slice(0, 500) || response.statusText}`, {
+  const excerpt = redactSecrets(text.slice(0, 500), secrets) || response.statusText;
+  return new AgentError(codeForStatus(response.status), `Gemini ${response.status}: ${excerpt}`, {
     details: { status: response.status },
   });
 }
@@ -148,11 +157,25 @@ function withAttempts(error: AgentError, attempts: number): AgentError {
   return new AgentError(error.code, error.message, { cause: error.cause, details: { ...error.details, attempts } });
 }
 
-function errorFromBody(body: GeminiErrorBody, status: number): AgentError {
+/** An error body from the provider; whatever of our request it echoes back is redacted. */
+function errorFromBody(body: GeminiErrorBody, status: number, secrets: ReadonlyArray<string | undefined>): AgentError {
   const code = body.error.code ?? status;
-  return new AgentError(codeForStatus(code), body.error.message ?? `Gemini error ${code}`, {
-    details: { status: code, providerStatus: body.error.status, providerDetails: body.error.details ?? [] },
+  const message = typeof body.error.message === 'string' ? redactSecrets(body.error.message, secrets) : `Gemini error ${code}`;
+  return new AgentError(codeForStatus(code), message, {
+    details: {
+      status: code,
+      providerStatus: typeof body.error.status === 'string' ? redactSecrets(body.error.status, secrets) : body.error.status,
+      providerDetails: redactDetails(body.error.details ?? [], secrets),
+    },
   });
+}
+
+/** The short reason of a failed fetch: undici hides it in `cause.code`. */
+function networkReason(error: unknown): string {
+  const cause = (error as { cause?: { code?: unknown; message?: unknown } } | undefined)?.cause;
+  if (typeof cause?.code === 'string') return cause.code;
+  if (typeof cause?.message === 'string') return cause.message;
+  return error instanceof Error ? error.message : String(error);
 }
 
 function codeForStatus(status: number): ErrorCode {

@@ -10,9 +10,22 @@ export {
   type GeminiBackendClientOptions,
   type RetryOptions,
 } from './gemini-backend-client.js';
+export { withCors, type CorsOptions } from './cors.js';
 export { createUpstreamBackendClient, type UpstreamBackendClientOptions } from './upstream-backend-client.js';
 export {
   createHttpDriveOperationsClient,
   type DriveBaseUrls,
   type HttpDriveOperationsClientOptions,
 } from './http-drive-operations-client.js';
+export { createOpenAiResponsesBackendClient } from './providers/openai-responses-backend-client.js';
+export type { OpenAiResponsesBackendClientOptions } from './providers/openai-responses-backend-client.js';
+export { createAnthropicBackendClient } from './providers/anthropic-backend-client.js';
+export type { AnthropicBackendClientOptions } from './providers/anthropic-backend-client.js';
+export { createOpenAiCompatibleBackendClient } from './providers/openai-compatible-backend-client.js';
+export type { OpenAiCompatibleBackendClientOptions } from './providers/openai-compatible-backend-client.js';
+export type { ProviderClientOptions } from './providers/provider-transport.js';
+export type { ProviderStreamLimits } from './providers/provider-transport.js';
+export { PROVIDER_DATA_FIELD } from './providers/provider-data.js';
+export type { ProviderPartData } from './providers/provider-data.js';
+export { SERVER_TOOL_PROGRESS_FIELD } from './providers/gemini-chunks.js';
+export type { ServerToolProgress } from './providers/gemini-chunks.js';

@@ -1,6 +1,7 @@
 import { AgentError } from '../errors/index.js';
 import type { BackendClient, ExecuteStepResponse, UploadGeminiFileResponse } from '../ports/index.js';
 import { createGeminiBackendClient, type RetryOptions } from './gemini-backend-client.js';
+import { redactSecrets, secretsOfUrl } from './redact.js';
 
 /** Options of {@link createUpstreamBackendClient}. */
 export interface UpstreamBackendClientOptions {
@@ -17,7 +18,7 @@ export interface UpstreamBackendClientOptions {
 }
 
 /**
- * A `BackendClient` for an Opal-style backend (reference §11.1): media steps and uploads go to the
+ * A `BackendClient` for an Opal-style backend: media steps and uploads go to the
  * backend, model calls go to Gemini as the user, all with the user's bearer token.
  *
  * @example
@@ -27,6 +28,9 @@ export interface UpstreamBackendClientOptions {
  */
 export function createUpstreamBackendClient(options: UpstreamBackendClientOptions): BackendClient {
   const baseUrl = options.baseUrl.replace(/\/+$/, '');
+  // What must never reach a message: the caller's token and credentials in the base URL.
+  const secrets = [options.accessToken, ...secretsOfUrl(baseUrl)];
+  const redact = (text: string): string => redactSecrets(text, secrets);
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     authorization: `Bearer ${options.accessToken}`,
@@ -37,8 +41,11 @@ export function createUpstreamBackendClient(options: UpstreamBackendClientOption
     try {
       response = await options.fetch(`${baseUrl}${path}`, { method: 'POST', headers, body: JSON.stringify(body), ...(signal ? { signal } : {}) });
     } catch (error) {
-      if (signal?.aborted) throw new AgentError('ABORTED', `${path} cancelled`, { cause: error });
-      throw new AgentError('UPSTREAM_ERROR', `${path} failed: ${(error as Error).message}`, { cause: error });
+      if (signal?.aborted) throw new AgentError('ABORTED', `${path} cancelled`);
+      // The cause is left out: network errors quote the URL, credentials included.
+      const cause = (error as { cause?: { code?: unknown } }).cause;
+      const reason = typeof cause?.code === 'string' ? cause.code : (error as Error).message;
+      throw new AgentError('UPSTREAM_ERROR', `${path} failed: ${redact(String(reason))}`);
     }
     const text = await response.text();
     if (!response.ok) {
@@ -48,7 +55,7 @@ export function createUpstreamBackendClient(options: UpstreamBackendClientOption
       } catch {
         message = text.slice(0, 500) || message;
       }
-      throw new AgentError('UPSTREAM_ERROR', `${path} request failed: ${message}`, { details: { status: response.status } });
+      throw new AgentError('UPSTREAM_ERROR', `${path} request failed: ${redact(String(message))}`, { details: { status: response.status } });
     }
     try {
       return JSON.parse(text) as Record<string, unknown>;
@@ -67,7 +74,7 @@ export function createUpstreamBackendClient(options: UpstreamBackendClientOption
     async executeStep(body, signal) {
       const response = (await post('/v1beta1/executeStep', body, signal)) as ExecuteStepResponse;
       if (typeof response.errorMessage === 'string' && response.errorMessage.length > 0) {
-        throw new AgentError('UPSTREAM_ERROR', response.errorMessage);
+        throw new AgentError('UPSTREAM_ERROR', redact(response.errorMessage));
       }
       return response;
     },

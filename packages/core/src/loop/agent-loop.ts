@@ -1,4 +1,4 @@
-import type { AgentFileSystem, TaskTreeManager } from '../agent-fs/index.js';
+import { addChatLogFile, type AgentFileSystem, type ChatLogEntry, type TaskTreeManager } from '../agent-fs/index.js';
 import { AgentError, ERROR_CODES, toAgentError, type ErrorCode } from '../errors/index.js';
 import {
   toFunctionDeclaration,
@@ -7,7 +7,7 @@ import {
   type FunctionGroup,
   type Suspend,
 } from '../functions/index.js';
-import { conformBody, ModelTurnAccumulator, validateHistory } from '../model/index.js';
+import { conformBody, validateHistory } from '../model/index.js';
 import type { AgentPorts } from '../ports/index.js';
 import type { JsonObject, LLMContent, Part } from '../protocol/content.js';
 import type { AgentResult } from '../protocol/events.js';
@@ -24,8 +24,9 @@ import {
   type ModelPolicy,
 } from './model-stream.js';
 import { interruptedResponse, type RecoveredTurn, type TurnJournal } from './turn-journal.js';
+import { UnusableTurnGuard, type GuardedTurn } from './unusable-turn.js';
 
-/** How the loop decides it is done (ARCHITECTURE.md §3.3). */
+/** How the loop decides it is done: `objective` ends on a termination function, `chat` on a turn without calls. */
 export type LoopMode = 'objective' | 'chat';
 
 /** Everything one run carries from turn to turn; it is what a suspend saves. */
@@ -40,6 +41,11 @@ export interface LoopSession {
   consentsGranted: Set<string>;
   turnCount: number;
   maxTurns: number;
+  /**
+   * Chat log entries from before this session (kept in memory); `/mnt/system/chat_log.json` lists
+   * them before the ones derived from `contents`. Never saved with the session.
+   */
+  chatLogSeed?: ChatLogEntry[];
 }
 
 /** How a loop ended. */
@@ -103,6 +109,8 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
     result ??= value;
   };
   const resultMetadata = new Map<string, JsonObject>();
+  const unusableTurns = new UnusableTurnGuard(signal);
+  addChatLogFile(session.fs, () => session.contents, () => session.chatLogSeed ?? []);
   const emitResult = (call: CallRecord, response: JsonObject): void => {
     const metadata = resultMetadata.get(call.callId);
     resultMetadata.delete(call.callId);
@@ -152,27 +160,31 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
             ...(journal ? { onSettled: (call, outcome) => journal.callSettled(session, call, outcome, result) } : {}),
           },
         );
-        const accumulator = new ModelTurnAccumulator();
         let chunks = 0;
+        let guarded: GuardedTurn;
         try {
-          const stream = guardModelStream(ports.backend.streamGenerateContent(session.model, sendable, turnController.signal), turnController, policy);
-          for await (const chunk of stream) {
-            chunks += 1;
-            const delta = accumulator.push(chunk);
-            for (const text of delta.thoughts) emit({ type: 'thought', text });
-            for (const call of delta.functionCalls) {
-              const record: CallRecord =
-                call.providerId === undefined
-                  ? { callId: call.callId, name: call.name, args: call.args }
-                  : { callId: call.callId, name: call.name, args: call.args, providerId: call.providerId };
-              const definition = toolbox.definitions.get(call.name);
-              emit(withOptional({ type: 'functionCall', callId: call.callId, name: call.name, args: call.args }, {
-                icon: definition?.icon,
-                title: definition?.title,
-              }));
-              caller.call(record);
-            }
-          }
+          guarded = await unusableTurns.streamTurn({
+            request: () =>
+              guardModelStream(ports.backend.streamGenerateContent(session.model, sendable, turnController.signal), turnController, policy),
+            onDelta(delta) {
+              chunks += 1;
+              for (const text of delta.thoughts) emit({ type: 'thought', text });
+              for (const call of delta.functionCalls) {
+                const record: CallRecord =
+                  call.providerId === undefined
+                    ? { callId: call.callId, name: call.name, args: call.args }
+                    : { callId: call.callId, name: call.name, args: call.args, providerId: call.providerId };
+                const definition = toolbox.definitions.get(call.name);
+                emit(withOptional({ type: 'functionCall', callId: call.callId, name: call.name, args: call.args }, {
+                  icon: definition?.icon,
+                  title: definition?.title,
+                }));
+                caller.call(record);
+              }
+            },
+            onUsage: (metadata) => emit({ type: 'usageMetadata', metadata }),
+            final: capped,
+          });
         } catch (error) {
           if (signal.aborted) throw error;
           const failure = toAgentError(error);
@@ -192,8 +204,12 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
           signal.removeEventListener('abort', stopTurn);
         }
         attempt = 1;
-        const turn = accumulator.finish();
-        if (turn.usageMetadata) emit({ type: 'usageMetadata', metadata: turn.usageMetadata });
+        if (guarded.kind === 'fatal') return guarded;
+        if (guarded.kind === 'correction') {
+          session.contents.push(guarded.content);
+          continue;
+        }
+        const turn = guarded.turn;
         if (turn.content.parts.length > 0) session.contents.push(turn.content);
         saveDeliverables(session, turn.content);
 
@@ -201,15 +217,6 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
           return { kind: 'done', result: { success: false, outcomes: answerOf(turn.content) } };
         }
         if (caller.size === 0) {
-          const refusal = refusalOf(turn.finishReason);
-          if (refusal) return { kind: 'fatal', message: refusal, code: 'MODEL_ERROR' };
-          const finishMessage = turn.candidateMetadata.finishMessage;
-          const correction = correctionFor(turn.finishReason, typeof finishMessage === 'string' ? finishMessage : undefined);
-          if (correction) {
-            // Tell the model what went wrong instead of sending the same request again.
-            addUserText(session, correction);
-            continue;
-          }
           if (session.mode === 'chat') return { kind: 'done', result: { success: true, outcomes: answerOf(turn.content) } };
           continue;
         }
@@ -336,39 +343,6 @@ function buildRequestBody(session: LoopSession, toolbox: Toolbox, capped: boolea
     if (session.mode === 'objective') body.toolConfig = { functionCallingConfig: { mode: 'ANY' } };
   }
   return body;
-}
-
-/** Finish reasons that mean the model will not answer this conversation: the run ends. */
-const REFUSALS: Record<string, string> = {
-  SAFETY: 'the response was blocked by safety filters',
-  PROHIBITED_CONTENT: 'the response was blocked for prohibited content',
-  BLOCKLIST: 'the response was blocked by a blocklist',
-  SPII: 'the response was blocked for sensitive personal information',
-  RECITATION: 'the response was blocked for reciting protected material',
-};
-
-function refusalOf(finishReason: string | undefined): string | undefined {
-  const reason = finishReason === undefined ? undefined : REFUSALS[finishReason];
-  return reason === undefined ? undefined : `Agent error: ${reason} (finishReason ${finishReason})`;
-}
-
-/** What to tell the model after a turn that produced no usable call. */
-function correctionFor(finishReason: string | undefined, finishMessage: string | undefined): string | undefined {
-  const detail = finishMessage ? ` (${finishMessage})` : '';
-  if (finishReason === 'MALFORMED_FUNCTION_CALL') {
-    return `Your last function call was malformed and was not run${detail}. Call the function again with valid JSON arguments that match its declaration.`;
-  }
-  if (finishReason === 'UNEXPECTED_TOOL_CALL') {
-    return `Your last turn called a tool that is not available${detail}. Use only the declared functions.`;
-  }
-  return undefined;
-}
-
-/** Adds a text part to the last user content, or a new user content after a model turn. */
-function addUserText(session: LoopSession, text: string): void {
-  const last = session.contents.at(-1);
-  if (last?.role === 'user') last.parts.push({ text });
-  else session.contents.push({ role: 'user', parts: [{ text }] });
 }
 
 /** Files the model produced itself (an image model's pictures) become files of the run. */

@@ -20,7 +20,7 @@ function needsWork(part: Part): boolean {
 }
 
 /**
- * Makes a request body sendable to Gemini (reference §12.1): `json` parts become text, Opal blob
+ * Makes a request body sendable to Gemini: `json` parts become text, Opal blob
  * and Drive references are uploaded through the backend and become `fileData`, NotebookLM
  * references pass as text, Gemini File API and YouTube URIs pass unchanged. Returns a new body
  * (the history is not changed); a body with nothing to resolve is returned as is.

@@ -1,6 +1,6 @@
 import type { GenerateContentRequest, GenerateContentResponse } from '../protocol/gemini.js';
 
-/** Body of an Opal `executeStep` call (reference §12.2); the snake/camel mix is the wire's. */
+/** Body of an Opal `executeStep` call; the snake/camel mix is the wire's. */
 export interface ExecuteStepRequest {
   planStep: {
     stepName: string;

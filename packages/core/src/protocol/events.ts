@@ -1,115 +1,127 @@
-import { z } from 'zod';
 import { ERROR_CODES } from '../errors/agent-error.js';
-import { LLMContentSchema, PartSchema } from './content.js';
+import { JsonObjectShape, LLMContentShape, PartShape } from './content-shapes.js';
+import {
+  array,
+  boolean,
+  dropInvalid,
+  enumOf,
+  looseObject,
+  nullable,
+  number,
+  optional,
+  string,
+  unknown,
+  type Infer,
+} from './shape.js';
 
 /**
- * Every AgentEvent of the Opal protocol (reference §2.6), as zod schemas. Internally an event is
- * `{ type: <wire key>, ...payload }`; on the wire it is `{ <wire key>: payload }` (see `wire.ts`).
- * Payload objects are loose: a field a newer server adds passes through untouched.
+ * Every AgentEvent of the Opal protocol, as shapes (`shape.ts`): the one description of the
+ * events that `fromWireEvent` checks on the client and the server builds zod schemas from.
+ * Internally an event is `{ type: <wire key>, ...payload }`; on the wire it is
+ * `{ <wire key>: payload }` (see `wire.ts`). Payload objects are loose: a field a newer server
+ * adds passes through untouched.
  */
 
-const JsonObject = z.record(z.string(), z.unknown());
-
-/** A file the run produced: its path and its content as a single part (reference §2.8). */
-export const FileDataSchema = z.looseObject({ path: z.string(), content: PartSchema });
+/** A file the run produced: its path and its content as a single part. */
+export const FileDataShape = looseObject({ path: string(), content: PartShape });
 
 /** The outcome of a run, carried by `complete`. */
-export const AgentResultSchema = z.looseObject({
-  success: z.boolean(),
-  href: z.string().optional(),
-  outcomes: LLMContentSchema.optional(),
-  intermediate: z.array(FileDataSchema).optional(),
+export const AgentResultShape = looseObject({
+  success: boolean(),
+  href: optional(string()),
+  outcomes: optional(LLMContentShape),
+  intermediate: optional(array(FileDataShape)),
 });
 
-const UsageMetadataSchema = z.looseObject({
-  promptTokenCount: z.number().optional(),
-  candidatesTokenCount: z.number().optional(),
-  totalTokenCount: z.number().optional(),
-  thoughtsTokenCount: z.number().optional(),
-  cachedContentTokenCount: z.number().optional(),
+const UsageMetadataShape = looseObject({
+  promptTokenCount: optional(number()),
+  candidatesTokenCount: optional(number()),
+  totalTokenCount: optional(number()),
+  thoughtsTokenCount: optional(number()),
+  cachedContentTokenCount: optional(number()),
 });
 
-const ChoiceSchema = z.looseObject({ id: z.string(), content: LLMContentSchema });
+const ChoiceShape = looseObject({ id: string(), content: LLMContentShape });
 
-/** Payload schemas by wire key, in the catalog's order. */
+/** Payload shapes by wire key, in the catalog's order. */
 export const AGENT_EVENT_PAYLOADS = {
-  start: z.looseObject({ objective: LLMContentSchema }),
-  thought: z.looseObject({ text: z.string() }),
-  functionCall: z.looseObject({
-    callId: z.string(),
-    name: z.string(),
-    args: JsonObject,
-    icon: z.string().optional(),
-    title: z.string().optional(),
+  start: looseObject({ objective: LLMContentShape }),
+  thought: looseObject({ text: string() }),
+  functionCall: looseObject({
+    callId: string(),
+    name: string(),
+    args: JsonObjectShape,
+    icon: optional(string()),
+    title: optional(string()),
   }),
-  functionCallUpdate: z.looseObject({
-    callId: z.string(),
-    status: z.string().nullable(),
-    opts: z.looseObject({ expectedDurationInSec: z.number().optional(), isThought: z.boolean().optional() }).optional(),
+  functionCallUpdate: looseObject({
+    callId: string(),
+    status: nullable(string()),
+    opts: optional(looseObject({ expectedDurationInSec: optional(number()), isThought: optional(boolean()) })),
   }),
   /** `metadata`: progress details a function reported (sources, executed code); never sent to the model. */
-  functionResult: z.looseObject({ callId: z.string(), content: LLMContentSchema, metadata: JsonObject.optional() }),
-  content: z.looseObject({ content: LLMContentSchema }),
-  turnComplete: z.looseObject({}),
-  sendRequest: z.looseObject({ model: z.string(), body: JsonObject }),
-  waitForInput: z.looseObject({
-    requestId: z.string(),
-    prompt: LLMContentSchema,
-    inputType: z.string(),
-    skipLabel: z.string().optional(),
-    interactionId: z.string().optional(),
+  functionResult: looseObject({ callId: string(), content: LLMContentShape, metadata: optional(JsonObjectShape) }),
+  content: looseObject({ content: LLMContentShape }),
+  turnComplete: looseObject({}),
+  sendRequest: looseObject({ model: string(), body: JsonObjectShape }),
+  waitForInput: looseObject({
+    requestId: string(),
+    prompt: LLMContentShape,
+    inputType: string(),
+    skipLabel: optional(string()),
+    interactionId: optional(string()),
   }),
-  waitForChoice: z.looseObject({
-    requestId: z.string(),
-    prompt: LLMContentSchema,
-    choices: z.array(ChoiceSchema),
-    selectionMode: z.enum(['single', 'multiple']),
-    layout: z.enum(['list', 'row', 'grid']).optional(),
-    noneOfTheAboveLabel: z.string().optional(),
-    interactionId: z.string().optional(),
+  waitForChoice: looseObject({
+    requestId: string(),
+    prompt: LLMContentShape,
+    choices: array(ChoiceShape),
+    selectionMode: enumOf(['single', 'multiple']),
+    layout: optional(enumOf(['list', 'row', 'grid'])),
+    noneOfTheAboveLabel: optional(string()),
+    interactionId: optional(string()),
   }),
-  readGraph: z.looseObject({ requestId: z.string(), interactionId: z.string().optional() }),
-  inspectNode: z.looseObject({ requestId: z.string(), nodeId: z.string(), interactionId: z.string().optional() }),
-  applyEdits: z.looseObject({
-    requestId: z.string(),
-    label: z.string(),
-    edits: z.array(z.unknown()).optional(),
-    transform: JsonObject.optional(),
-    interactionId: z.string().optional(),
+  readGraph: looseObject({ requestId: string(), interactionId: optional(string()) }),
+  inspectNode: looseObject({ requestId: string(), nodeId: string(), interactionId: optional(string()) }),
+  applyEdits: looseObject({
+    requestId: string(),
+    label: string(),
+    edits: optional(array(unknown())),
+    transform: optional(JsonObjectShape),
+    interactionId: optional(string()),
   }),
-  queryConsent: z.looseObject({
-    requestId: z.string(),
-    consentType: z.string(),
-    scope: JsonObject,
-    graphUrl: z.string(),
-    interactionId: z.string().optional(),
+  queryConsent: looseObject({
+    requestId: string(),
+    consentType: string(),
+    scope: JsonObjectShape,
+    graphUrl: string(),
+    interactionId: optional(string()),
   }),
-  graphEdit: z.looseObject({ edits: z.array(z.unknown()), label: z.string() }),
-  complete: z.looseObject({ result: AgentResultSchema }),
+  graphEdit: looseObject({ edits: array(unknown()), label: string() }),
+  complete: looseObject({ result: AgentResultShape }),
   /**
    * `code` is one of the closed error codes (an unknown code from a newer server reads as absent);
    * `interactionId` is set when the run was saved and can be resumed (a transient model failure).
    * Clients that know neither field ignore them.
    */
-  error: z.looseObject({
-    message: z.string(),
-    code: z.enum(ERROR_CODES).optional().catch(undefined),
-    interactionId: z.string().optional(),
+  error: looseObject({
+    message: string(),
+    code: dropInvalid(enumOf(ERROR_CODES)),
+    interactionId: optional(string()),
   }),
-  finish: z.looseObject({}),
-  subagentAddJson: z.looseObject({ callId: z.string(), title: z.string(), data: z.unknown(), icon: z.string().optional() }),
-  subagentError: z.looseObject({
-    callId: z.string(),
-    error: z.looseObject({ $error: z.string(), metadata: JsonObject.optional() }),
+  finish: looseObject({}),
+  subagentAddJson: looseObject({ callId: string(), title: string(), data: unknown(), icon: optional(string()) }),
+  subagentError: looseObject({
+    callId: string(),
+    error: looseObject({ $error: string(), metadata: optional(JsonObjectShape) }),
   }),
-  subagentFinish: z.looseObject({ callId: z.string() }),
-  usageMetadata: z.looseObject({ metadata: UsageMetadataSchema }),
-  paused: z.looseObject({ message: z.string(), statusCode: z.number(), interactionId: z.string().optional() }),
-  subagentAddContent: z.looseObject({
-    callId: z.string(),
-    title: z.string(),
-    content: LLMContentSchema,
-    icon: z.string().optional(),
+  subagentFinish: looseObject({ callId: string() }),
+  usageMetadata: looseObject({ metadata: UsageMetadataShape }),
+  paused: looseObject({ message: string(), statusCode: number(), interactionId: optional(string()) }),
+  subagentAddContent: looseObject({
+    callId: string(),
+    title: string(),
+    content: LLMContentShape,
+    icon: optional(string()),
   }),
 } as const;
 
@@ -120,12 +132,12 @@ export type AgentEventType = keyof typeof AGENT_EVENT_PAYLOADS;
 export const AGENT_EVENT_TYPES = Object.keys(AGENT_EVENT_PAYLOADS) as AgentEventType[];
 
 /** The internal event of one type: `{ type, ...payload }`. */
-export type AgentEventOf<T extends AgentEventType> = { type: T } & z.infer<(typeof AGENT_EVENT_PAYLOADS)[T]>;
+export type AgentEventOf<T extends AgentEventType> = { type: T } & Infer<(typeof AGENT_EVENT_PAYLOADS)[T]>;
 
 /** Any agent event. */
 export type AgentEvent = { [T in AgentEventType]: AgentEventOf<T> }[AgentEventType];
 
-/** The events that suspend a run until the client answers (reference §2.6). */
+/** The events that suspend a run until the client answers. */
 export const SUSPEND_EVENT_TYPES = [
   'waitForInput',
   'waitForChoice',
@@ -143,5 +155,5 @@ export function isSuspendEvent(event: AgentEvent): event is SuspendEvent {
   return (SUSPEND_EVENT_TYPES as readonly string[]).includes(event.type);
 }
 
-export type AgentResult = z.infer<typeof AgentResultSchema>;
-export type FileData = z.infer<typeof FileDataSchema>;
+export type AgentResult = Infer<typeof AgentResultShape>;
+export type FileData = Infer<typeof FileDataShape>;

@@ -4,7 +4,7 @@ import type { JsonObject, LLMContent, Part } from './content.js';
  * Gemini `generateContent` request and response shapes, as TypeScript types only.
  *
  * Streamed chunks are never validated with zod: they are trusted as the provider sent them and
- * every field we do not read is carried along untouched (see ARCHITECTURE.md §3.2).
+ * every field we do not read is carried along untouched (see "Model turns" in docs/architecture.md).
  */
 
 /** A Gemini function declaration in JSON Schema style (`parametersJsonSchema`). */

@@ -16,7 +16,8 @@ function normalised(value: unknown): string {
   return JSON.stringify(sort(value));
 }
 
-// Reference Appendix A transcripts (A.1, A.3, A.4, A.5); elided bodies (`{…}`) filled with small objects.
+// Event streams of typical runs as the Opal protocol sends them: a question and its answer, a
+// consent, a choice, and failures; bodies are small objects.
 const TRANSCRIPTS: Record<string, string[]> = {
   'A.1 request 1': [
     '{"sendRequest":{"model":"gemini-3-flash-preview","body":{"contents":[]}}}',

@@ -25,14 +25,20 @@ export const ToolSegmentSchema = z.object({
   instance: z.string().optional(),
 });
 
-/** One segment in its normalised form (reference §2.3.3), whichever spelling the client sent. */
-export const SegmentSchema = z.discriminatedUnion('type', [
+/** One segment in its normalised form (`type` is the kind), whichever spelling the client sent. */
+export type Segment =
+  | z.infer<typeof TextSegmentSchema>
+  | z.infer<typeof AssetSegmentSchema>
+  | z.infer<typeof InputSegmentSchema>
+  | z.infer<typeof ToolSegmentSchema>;
+
+/** The schema of {@link Segment}; its declared type keeps zod's internal generics out of our types. */
+export const SegmentSchema: z.ZodType<Segment> = z.discriminatedUnion('type', [
   TextSegmentSchema,
   AssetSegmentSchema,
   InputSegmentSchema,
   ToolSegmentSchema,
 ]);
-export type Segment = z.infer<typeof SegmentSchema>;
 
 /** The graph a run belongs to. */
 export const GraphIdentitySchema = z.object({ url: z.string().optional(), title: z.string().optional() });
@@ -50,9 +56,9 @@ export interface StartRequest {
   graph?: z.infer<typeof GraphIdentitySchema>;
 }
 
-/** A resume request: the suspend event's `interactionId` and the client's answer (reference §2.4.3). */
+/** A resume request: the suspend event's `interactionId` and the client's answer. */
 export const ResumeRequestSchema = z.object({
-  interactionId: z.string().min(1),
+  interactionId: z.string().min(1).max(256),
   response: z.record(z.string(), z.unknown()).default({}),
 });
 export type ResumeRequest = z.infer<typeof ResumeRequestSchema>;
@@ -69,24 +75,46 @@ const SEGMENT_SPELLINGS = {
   toolSegment: 'tool',
 } as const;
 
+/** Limits a request body must keep; each has a default. */
+export interface AgentRequestLimits {
+  /** Deepest nesting of arrays and objects anywhere in the body. Default {@link DEFAULT_MAX_JSON_DEPTH}. */
+  maxJsonDepth?: number;
+  /** Most segments in a start request. Default {@link DEFAULT_MAX_SEGMENTS}. */
+  maxSegments?: number;
+}
+
+/** Default nesting limit of a request body: ample for segments, contents and flags. */
+export const DEFAULT_MAX_JSON_DEPTH = 64;
+/** Default number of segments a start request may hold. */
+export const DEFAULT_MAX_SEGMENTS = 1000;
+
 /**
- * Parses the raw text of a request body. Not JSON, or JSON that fails the schema, throws an
- * `AgentError` with code `BAD_REQUEST` whose message starts with the path of the bad field.
+ * Parses the raw text of a request body. Not JSON, JSON nested deeper than the limit, or JSON that
+ * fails the schema, throws an `AgentError` with code `BAD_REQUEST` whose message starts with the
+ * path of the bad field. The nesting is checked before the text is parsed, so a hostile body never
+ * becomes a deep object.
+ *
+ * @example
+ * ```ts
+ * parseAgentRequestText('{"start":{"segments":[{"textSegment":{"text":"Hi"}}]}}', { maxSegments: 10 });
+ * ```
  */
-export function parseAgentRequestText(text: string): AgentRequestBody {
+export function parseAgentRequestText(text: string, limits: AgentRequestLimits = {}): AgentRequestBody {
   if (text.trim().length === 0) throw badRequest('(body)', 'expected a JSON object, got an empty body');
+  const maxDepth = limits.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH;
+  if (jsonTextNestsDeeper(text, maxDepth)) throw tooDeep('(body)', maxDepth);
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch (error) {
     throw badRequest('(body)', `not valid JSON (${error instanceof Error ? error.message : String(error)})`);
   }
-  return parseAgentRequestBody(json);
+  return parseBody(json, limits.maxSegments ?? DEFAULT_MAX_SEGMENTS);
 }
 
 /**
  * Parses a start or resume body in every accepted spelling: the envelopes `{start}` and
- * `{resume}`, the flat forms, and a top-level `accessToken` (reference §2.3.1).
+ * `{resume}`, the flat forms, and a top-level `accessToken` (a token sent in the body instead of a header).
  *
  * @example
  * ```ts
@@ -94,7 +122,13 @@ export function parseAgentRequestText(text: string): AgentRequestBody {
  * // -> { kind: 'start', start: { segments: [{ type: 'text', text: 'Hi' }] }, accessToken: 't' }
  * ```
  */
-export function parseAgentRequestBody(json: unknown): AgentRequestBody {
+export function parseAgentRequestBody(json: unknown, limits: AgentRequestLimits = {}): AgentRequestBody {
+  const maxDepth = limits.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH;
+  if (valueNestsDeeper(json, maxDepth)) throw tooDeep('(root)', maxDepth);
+  return parseBody(json, limits.maxSegments ?? DEFAULT_MAX_SEGMENTS);
+}
+
+function parseBody(json: unknown, maxSegments: number): AgentRequestBody {
   if (!isPlainObject(json)) throw badRequest('(root)', `expected a JSON object, got ${describe(json)}`);
   const { accessToken, ...rest } = json;
   if (accessToken !== undefined && typeof accessToken !== 'string') {
@@ -102,11 +136,59 @@ export function parseAgentRequestBody(json: unknown): AgentRequestBody {
   }
   const token = accessToken === undefined || accessToken === '' ? {} : { accessToken };
   if ('resume' in rest) return { kind: 'resume', resume: parseResume(rest.resume, 'resume'), ...token };
-  if ('start' in rest) return { kind: 'start', start: parseStart(rest.start, 'start'), ...token };
+  if ('start' in rest) return { kind: 'start', start: parseStart(rest.start, 'start', maxSegments), ...token };
   if (typeof rest.interactionId === 'string' && rest.interactionId.length > 0) {
     return { kind: 'resume', resume: parseResume(rest, ''), ...token };
   }
-  return { kind: 'start', start: parseStart(rest, ''), ...token };
+  return { kind: 'start', start: parseStart(rest, '', maxSegments), ...token };
+}
+
+/**
+ * Whether JSON text nests arrays and objects deeper than `limit`, found in one pass that stops at
+ * the first level too deep. Strings are skipped with native searches for their closing quote.
+ */
+function jsonTextNestsDeeper(text: string, limit: number): boolean {
+  let depth = 0;
+  const length = text.length;
+  for (let index = 0; index < length; index += 1) {
+    const code = text.charCodeAt(index);
+    if (code === 34 /* '"' */) {
+      let end = index;
+      for (;;) {
+        end = text.indexOf('"', end + 1);
+        // Unterminated: JSON.parse reports it.
+        if (end === -1) return false;
+        let backslashes = 0;
+        while (text.charCodeAt(end - 1 - backslashes) === 92 /* '\\' */) backslashes += 1;
+        if (backslashes % 2 === 0) break;
+      }
+      index = end;
+    } else if (code === 91 /* '[' */ || code === 123 /* '{' */) {
+      depth += 1;
+      if (depth > limit) return true;
+    } else if (code === 93 /* ']' */ || code === 125 /* '}' */) {
+      depth -= 1;
+    }
+  }
+  return false;
+}
+
+/** Whether a parsed value nests arrays and objects deeper than `limit` (walked without recursion). */
+function valueNestsDeeper(value: unknown, limit: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length > 0) {
+    const [current, depth] = stack.pop() as [unknown, number];
+    if (typeof current !== 'object' || current === null) continue;
+    if (depth > limit) return true;
+    for (const child of Array.isArray(current) ? current : Object.values(current)) {
+      if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
+    }
+  }
+  return false;
+}
+
+function tooDeep(path: string, limit: number): AgentError {
+  return new AgentError('BAD_REQUEST', `${path}: JSON nests deeper than the limit of ${limit} levels`, { details: { path, limit } });
 }
 
 function parseResume(value: unknown, prefix: string): ResumeRequest {
@@ -115,12 +197,19 @@ function parseResume(value: unknown, prefix: string): ResumeRequest {
   return parsed.data;
 }
 
-function parseStart(value: unknown, prefix: string): StartRequest {
+function parseStart(value: unknown, prefix: string, maxSegments: number): StartRequest {
   if (!isPlainObject(value)) throw badRequest(prefix || '(root)', `expected object, got ${describe(value)}`);
   if (value.segments === undefined) throw badRequest(formatPath(prefix, ['segments']), "required: Missing 'segments' in request body");
   const parsed = StartRequestSchema.safeParse(value);
   if (!parsed.success) throw fromIssues(prefix, parsed.error.issues);
-  if (parsed.data.segments.length === 0) throw badRequest(formatPath(prefix, ['segments']), 'must hold at least one segment');
+  const count = parsed.data.segments.length;
+  if (count === 0) throw badRequest(formatPath(prefix, ['segments']), 'must hold at least one segment');
+  if (count > maxSegments) {
+    const path = formatPath(prefix, ['segments']);
+    throw new AgentError('BAD_REQUEST', `${path}: holds ${count} segments, more than the limit of ${maxSegments}`, {
+      details: { path, limit: maxSegments },
+    });
+  }
   const segments = parsed.data.segments.map((segment, index) => parseSegment(segment, formatPath(prefix, ['segments', index])));
   const start: StartRequest = { segments };
   if (parsed.data.flags !== undefined) start.flags = parsed.data.flags;

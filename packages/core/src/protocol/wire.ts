@@ -1,6 +1,7 @@
-import { AgentError } from '../errors/index.js';
-import { formatFirstIssue } from '../errors/format-issues.js';
+import { AgentError } from '../errors/agent-error.js';
+import { formatPath } from '../errors/format-issues.js';
 import { AGENT_EVENT_PAYLOADS, type AgentEvent, type AgentEventType } from './events.js';
+import { ShapeIssue } from './shape.js';
 
 /** An event as it travels: a single-key object, `{"thought": {"text": "..."}}` (decision W1). */
 export type WireEvent = { [key: string]: Record<string, unknown> };
@@ -21,8 +22,9 @@ export function toWireEvent(event: AgentEvent): WireEvent {
 }
 
 /**
- * Parses a wire event into the internal union, validating its payload. Errors name the path of
- * the bad field, e.g. `functionCall.callId: expected string`.
+ * Parses a wire event into the internal union, validating its payload against the event shapes
+ * (no schema library: the browser client bundles this). Errors name the path of the bad field,
+ * e.g. `functionCall.callId: expected string, got number`.
  */
 export function fromWireEvent(value: unknown): AgentEvent {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
@@ -32,13 +34,9 @@ export function fromWireEvent(value: unknown): AgentEvent {
   if (keys.length !== 1) throw badEvent('(root)', `expected exactly one event key, got ${keys.length}`);
   const type = keys[0] as string;
   if (!Object.hasOwn(AGENT_EVENT_PAYLOADS, type)) throw badEvent(type, `unknown event type "${type}"`);
-  const schema = AGENT_EVENT_PAYLOADS[type as AgentEventType];
-  const parsed = schema.safeParse((value as Record<string, unknown>)[type]);
-  if (!parsed.success) {
-    const { path, text } = formatFirstIssue(type, parsed.error.issues);
-    throw new AgentError('BAD_REQUEST', text, { details: { path } });
-  }
-  return { type, ...parsed.data } as AgentEvent;
+  const payload = AGENT_EVENT_PAYLOADS[type as AgentEventType].check((value as Record<string, unknown>)[type]);
+  if (payload instanceof ShapeIssue) throw badEvent(formatPath(type, payload.path), payload.message);
+  return { type, ...payload } as AgentEvent;
 }
 
 function badEvent(path: string, problem: string): AgentError {

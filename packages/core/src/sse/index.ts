@@ -1,2 +1,2 @@
 export { encodeSseComment, encodeSseEvent, type SseEventOptions } from './sse-encoder.js';
-export { createSseParser, parseSseStream, type SseEvent, type SseParser } from './sse-parser.js';
+export { createSseParser, parseSseStream, type SseEvent, type SseParser, type SseParserOptions } from './sse-parser.js';

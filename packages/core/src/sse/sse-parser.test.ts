@@ -86,6 +86,30 @@ describe('SSE parser', () => {
     expect(events.map((event) => event.data)).toEqual(['1', '2']);
   });
 
+  it('parses a 64 MiB line that arrives in 64 KiB chunks, each character scanned once', () => {
+    // A parser that rescanned its buffer on every chunk would need about 2^35 character visits
+    // here and not finish; this one visits each of the 2^26 characters once.
+    const size = 64 * 1024 * 1024;
+    const bytes = encoder.encode(`data: ${'x'.repeat(size)}\r\n\r\ndata: after\n\n`);
+    const lengths: number[] = [];
+    const parser = createSseParser((event) => lengths.push(event.data.length));
+    for (let offset = 0; offset < bytes.length; offset += 65_536) parser.push(bytes.subarray(offset, offset + 65_536));
+    parser.end();
+    expect(lengths).toEqual([size, 5]);
+  });
+
+  it('refuses a line or an event longer than its limit with PAYLOAD_TOO_LARGE', () => {
+    const parser = createSseParser(() => undefined, { maxLineLength: 1000 });
+    parser.push(encoder.encode(`data: ${'x'.repeat(600)}`));
+    expect(() => parser.push(encoder.encode('y'.repeat(600)))).toThrow(
+      expect.objectContaining({ code: 'PAYLOAD_TOO_LARGE', message: 'SSE line exceeds the limit of 1000 characters' }),
+    );
+    const events: SseEvent[] = [];
+    const joined = createSseParser((event) => events.push(event), { maxLineLength: 1000 });
+    expect(() => joined.push(encoder.encode(`data: ${'a'.repeat(600)}\ndata: ${'b'.repeat(600)}\n\n`))).toThrow(/SSE event data exceeds the limit of 1000/);
+    expect(events).toEqual([]);
+  });
+
   const files = readdirSync(fixtures).filter((name) => name.endsWith('.sse'));
   it.each(files)('parses the recorded stream %s at every split into JSON chunks', (name) => {
     const bytes = new Uint8Array(readFileSync(new URL(name, fixtures)));

@@ -1,3 +1,5 @@
+import { AgentError } from '../errors/index.js';
+
 /** One dispatched server-sent event. */
 export interface SseEvent {
   data: string;
@@ -15,30 +17,59 @@ export interface SseParser {
   end(): void;
 }
 
+/** Options of {@link createSseParser}. */
+export interface SseParserOptions {
+  /**
+   * Longest line, in characters, and longest `data` of one event; more fails the stream with a
+   * `PAYLOAD_TOO_LARGE` error instead of growing without bound. Default 256 Mi characters.
+   */
+  maxLineLength?: number;
+}
+
+const DEFAULT_MAX_LINE_LENGTH = 256 * 1024 * 1024;
+
 /**
  * Creates an incremental SSE parser (WHATWG event-stream rules) that calls `onEvent` for each
  * event. Chunks may split anywhere, even inside a UTF-8 sequence or between `\r` and `\n`; a last
- * event not followed by a blank line is still dispatched by `end()`.
+ * event not followed by a blank line is still dispatched by `end()`. Each character is scanned
+ * once, so a line that arrives in many chunks costs time in proportion to its length.
+ *
+ * @example
+ * ```ts
+ * const parser = createSseParser((event) => console.log(event.data));
+ * parser.push(new TextEncoder().encode('data: hi\n\n'));
+ * parser.end();
+ * ```
  */
-export function createSseParser(onEvent: (event: SseEvent) => void): SseParser {
+export function createSseParser(onEvent: (event: SseEvent) => void, options: SseParserOptions = {}): SseParser {
+  const maxLineLength = options.maxLineLength ?? DEFAULT_MAX_LINE_LENGTH;
   const decoder = new TextDecoder();
-  let buffer = '';
+  // The start of a line not yet ended, kept as pieces and joined once when its end arrives.
+  let pending: string[] = [];
+  let pendingLength = 0;
   let skipLeadingNewline = false;
   let data: string[] = [];
+  let dataLength = 0;
   let eventName: string | undefined;
   let lastId: string | undefined;
   let retry: number | undefined;
   let sawField = false;
 
+  const tooLong = (what: string): AgentError =>
+    new AgentError('PAYLOAD_TOO_LARGE', `SSE ${what} exceeds the limit of ${maxLineLength} characters`, {
+      details: { limit: maxLineLength },
+    });
+
   const dispatch = (): void => {
     if (data.length > 0) {
-      const event: SseEvent = { data: data.join('\n') };
+      const event: SseEvent = { data: data.length === 1 ? (data[0] as string) : data.join('\n') };
       if (eventName !== undefined) event.event = eventName;
       if (lastId !== undefined) event.id = lastId;
       if (retry !== undefined) event.retry = retry;
       onEvent(event);
     }
     data = [];
+    dataLength = 0;
     eventName = undefined;
     retry = undefined;
     sawField = false;
@@ -57,6 +88,8 @@ export function createSseParser(onEvent: (event: SseEvent) => void): SseParser {
     sawField = true;
     switch (field) {
       case 'data':
+        dataLength += value.length + 1;
+        if (dataLength > maxLineLength) throw tooLong('event data');
         data.push(value);
         break;
       case 'event':
@@ -73,35 +106,51 @@ export function createSseParser(onEvent: (event: SseEvent) => void): SseParser {
     }
   };
 
+  /** The line ending at `end` of `text`, with whatever of it arrived in earlier chunks. */
+  const completeLine = (text: string, start: number, end: number): string => {
+    if (pending.length === 0) return text.slice(start, end);
+    pending.push(text.slice(start, end));
+    const whole = pending.join('');
+    pending = [];
+    pendingLength = 0;
+    return whole;
+  };
+
   const consume = (text: string): void => {
-    buffer += text;
+    const length = text.length;
     let start = 0;
-    if (skipLeadingNewline && buffer.length > 0) {
-      if (buffer.charCodeAt(0) === 10) start = 1;
+    if (skipLeadingNewline && length > 0) {
+      if (text.charCodeAt(0) === 10) start = 1;
       skipLeadingNewline = false;
     }
-    for (;;) {
-      let index = start;
-      const length = buffer.length;
-      while (index < length) {
-        const code = buffer.charCodeAt(index);
-        if (code === 10 || code === 13) break;
-        index += 1;
-      }
-      if (index >= length) break;
-      line(buffer.slice(start, index));
-      if (buffer.charCodeAt(index) === 13) {
-        if (index + 1 < length) start = buffer.charCodeAt(index + 1) === 10 ? index + 2 : index + 1;
-        else {
+    // Native searches for the next LF and CR, each repeated only once the scan has passed it.
+    let index = start;
+    let lf = -2;
+    let cr = -2;
+    while (index < length) {
+      if (lf !== -1 && lf < index) lf = text.indexOf('\n', index);
+      if (cr !== -1 && cr < index) cr = text.indexOf('\r', index);
+      const end = lf === -1 ? cr : cr === -1 ? lf : Math.min(lf, cr);
+      if (end === -1) break;
+      line(completeLine(text, start, end));
+      if (end === cr) {
+        if (end + 1 < length) {
+          index = text.charCodeAt(end + 1) === 10 ? end + 2 : end + 1;
+        } else {
           // A `\r` at the end of a chunk: its `\n` may arrive in the next one.
-          start = index + 1;
+          index = end + 1;
           skipLeadingNewline = true;
         }
       } else {
-        start = index + 1;
+        index = end + 1;
       }
+      start = index;
     }
-    buffer = start === 0 ? buffer : buffer.slice(start);
+    if (start < length) {
+      pendingLength += length - start;
+      if (pendingLength > maxLineLength) throw tooLong('line');
+      pending.push(start === 0 ? text : text.slice(start));
+    }
   };
 
   return {
@@ -110,10 +159,7 @@ export function createSseParser(onEvent: (event: SseEvent) => void): SseParser {
     },
     end() {
       consume(decoder.decode());
-      if (buffer.length > 0) {
-        line(buffer);
-        buffer = '';
-      }
+      if (pending.length > 0) line(completeLine('', 0, 0));
       if (sawField) dispatch();
     },
   };

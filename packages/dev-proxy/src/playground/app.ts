@@ -1,8 +1,9 @@
 // The playground: a page that drives runs through the client SDK and shows every event.
 import { AgentClientError, createBrowserAgentClient, createIndexedDbInteractionStore, dispatchAgentEvents, type AgentClient } from '@org/adapter-browser';
-import type { AgentEvent, AgentEventOf, AgentResult, AgentRun, JsonObject, LLMContent, Part, ResumeResponse } from '@org/core/client';
+import type { AgentEvent, AgentEventOf, AgentResult, AgentRun, JsonObject, Part, ResumeResponse } from '@org/core/client';
 import { createGeminiBackendClient, createUpstreamBackendClient } from '@org/core/http';
 import { createSimulatedGemini } from '@org/core/testing';
+import { el, renderContent, renderMarkdown, renderPart, safeLink } from './render.js';
 
 /** Runs on this dev server, through its agent endpoint. */
 const serverClient = createBrowserAgentClient({ runIn: 'server', baseUrl: location.origin });
@@ -28,38 +29,6 @@ const $ = <T extends HTMLElement>(selector: string): T => {
   if (!element) throw new Error(`playground: missing ${selector}`);
   return element;
 };
-
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  attributes: Record<string, string> = {},
-  ...children: Array<Node | string | undefined>
-): HTMLElementTagNameMap[K] {
-  const element = document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) element.setAttribute(name, value);
-  for (const child of children) if (child !== undefined) element.append(child);
-  return element;
-}
-
-/** Renders LLM content: text as text, images inline, other data as download links. */
-function renderContent(content: LLMContent | undefined): HTMLElement {
-  const box = el('div', { class: 'content' });
-  for (const part of content?.parts ?? []) box.append(renderPart(part));
-  return box;
-}
-
-function renderPart(part: Part): Node {
-  if (typeof part.text === 'string') return el('div', { class: 'text' }, part.text);
-  const inline = part.inlineData;
-  if (inline) {
-    const url = `data:${inline.mimeType};base64,${inline.data}`;
-    if (inline.mimeType.startsWith('image/')) return el('img', { src: url, alt: inline.mimeType });
-    if (inline.mimeType.startsWith('audio/')) return el('audio', { src: url, controls: '' });
-    if (inline.mimeType.startsWith('video/')) return el('video', { src: url, controls: '' });
-    return el('a', { href: url, download: '' }, `Download (${inline.mimeType})`);
-  }
-  if (part.fileData) return el('a', { href: part.fileData.fileUri, target: '_blank' }, part.fileData.fileUri);
-  return el('pre', {}, JSON.stringify(part, null, 2));
-}
 
 const timeline = (): HTMLOListElement => $('#timeline');
 const calls = new Map<string, HTMLElement>();
@@ -154,7 +123,7 @@ function showResult(result: AgentResult): void {
   box.hidden = false;
   box.replaceChildren(
     el('h2', {}, result.success ? 'Completed' : 'Not fulfilled'),
-    renderContent(result.outcomes),
+    renderContent(result.outcomes, { markdown: true }),
   );
   box.dataset.status = result.success ? 'success' : 'failure';
   if (result.intermediate?.length) box.append(el('h3', {}, 'Files'));
@@ -187,7 +156,7 @@ async function start(objective: string): Promise<void> {
   const handlers = {
     start: (event: AgentEventOf<'start'>) => void addEntry('start', 'Objective', renderContent(event.objective)),
     sendRequest: (event: AgentEventOf<'sendRequest'>) => void addEntry('request', `Model request ${++turn} · ${event.model}`),
-    thought: (event: AgentEventOf<'thought'>) => void addEntry('thought', 'Thought', event.text),
+    thought: (event: AgentEventOf<'thought'>) => void addEntry('thought', 'Thought', renderMarkdown(event.text)),
     content: (event: AgentEventOf<'content'>) => void addEntry('content', 'Content', renderContent(event.content)),
     functionCall: (event: AgentEventOf<'functionCall'>) => {
       const entry = addEntry('call', `${event.title ?? event.name}`, el('code', {}, `${event.name}(${summarize(event.args)})`), el('div', { class: 'status' }));
@@ -213,7 +182,7 @@ async function start(objective: string): Promise<void> {
       const body = el('pre', { class: 'response' }, summarize(response as JsonObject));
       const sources = (event.metadata as { grounding?: { sources?: Array<{ uri: string; title: string }> } } | undefined)?.grounding?.sources;
       const links = sources?.length
-        ? el('div', { class: 'sources' }, 'Sources: ', ...sources.map((source) => el('a', { href: source.uri, target: '_blank', rel: 'noreferrer' }, source.title)))
+        ? el('div', { class: 'sources' }, 'Sources: ', ...sources.map((source) => safeLink(String(source.uri), String(source.title ?? source.uri))))
         : undefined;
       if (entry) entry.append(body, ...(links ? [links] : []));
       else addEntry('result', 'Result', body, links);

@@ -35,6 +35,10 @@ export const PLAYGROUND_HTML = `<!doctype html>
   select { font: inherit; margin-left: 6px; }
   .choice { display: flex; gap: 8px; align-items: center; margin: 6px 0; }
   .content .text { white-space: pre-wrap; }
+  .markdown > :first-child { margin-top: 0; } .markdown > :last-child { margin-bottom: 0; }
+  .markdown h1 { font-size: 1.3em; } .markdown h2 { font-size: 1.15em; } .markdown h3 { font-size: 1em; }
+  .markdown pre { background: #f1f3f4; padding: 6px 8px; border-radius: 4px; }
+  .unsafe-link { text-decoration: underline dotted; color: #5f6368; }
   img { max-width: 100%; border-radius: 6px; }
   #result[data-status=success] h2 { color: #188038; }
   #result[data-status=error] h2, .error { color: #d93025; }

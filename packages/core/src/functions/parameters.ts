@@ -1,0 +1,37 @@
+import { z } from 'zod';
+
+/**
+ * A string the model must pick from `values` (declared as an `enum`). A call that leaves it out or
+ * sends something else still runs with `fallback`, as the built-in handlers always have. With
+ * `declaredDefault` the declaration also shows `fallback` as the default.
+ *
+ * Meant for definitions with `strictDeclaration: true`: the declaration describes the parsed value.
+ */
+export function oneOf<const T extends readonly [string, ...string[]]>(
+  values: T,
+  fallback: T[number],
+  options: { declaredDefault?: boolean } = {},
+) {
+  const known: readonly unknown[] = values;
+  const coerce = (value: unknown): unknown => (known.includes(value) ? value : fallback);
+  const inner = z.enum(values);
+  return options.declaredDefault ? z.preprocess(coerce, inner.default(fallback)) : z.preprocess(coerce, inner);
+}
+
+/** The status line the model sends with a call: declared required, `''` when a call leaves it out. */
+export const statusUpdate = z.string().prefault('').describe('A short status for the user while this runs, e.g. "Drafting the memo".');
+
+/** The `task_id` the model may send to tie a call to a task of its task tree. */
+export const taskId = z
+  .string()
+  .optional()
+  .describe('The task-tree task this call works on; it is marked in progress.');
+
+/** The name of a file a call produces. */
+export const fileName = z
+  .string()
+  .optional()
+  .describe('A snake_case name for the output file, without extension.');
+
+/** The `error` every response may carry. */
+export const responseError = z.string().optional().describe('What went wrong, when the call failed.');

@@ -1,0 +1,446 @@
+import { AgentError } from '../../errors/index.js';
+import type { BackendClient } from '../../ports/index.js';
+import type { JsonObject, LLMContent, Part } from '../../protocol/content.js';
+import type { GenerateContentRequest, GenerateContentResponse, UsageMetadata } from '../../protocol/gemini.js';
+import type { SseEvent } from '../../sse/index.js';
+import { finishChunk, partsChunk, progressChunk, type ChunkIdentity, type ServerToolProgress } from './gemini-chunks.js';
+import {
+  builtinToolsOf,
+  decodeBase64Text,
+  functionCallingOf,
+  functionDeclarationsOf,
+  generationSettingsOf,
+  isErrorResponse,
+  isObject,
+  mediaOf,
+  parametersSchemaOf,
+  parseArguments,
+  responseTextOf,
+  systemTextOf,
+  wireCallId,
+} from './gemini-request-reader.js';
+import { PROVIDER_DATA_FIELD, providerDataOf } from './provider-data.js';
+import {
+  errorFieldsOf,
+  mediaMethods,
+  openProviderStream,
+  parseEventJson,
+  providerError,
+  readSseEvents,
+  truncatedStream,
+  type ProviderClientOptions,
+} from './provider-transport.js';
+
+/** Options of {@link createAnthropicBackendClient}. */
+export interface AnthropicBackendClientOptions extends ProviderClientOptions {
+  /** `max_tokens` when the run sets no `maxOutputTokens`. Default 16 000 (4096 or 8192 for Claude 3 and 3.5 models). */
+  maxTokens?: number;
+  /**
+   * Extended thinking: its token budget (default 4096), or `false` to turn it off. It is on when the
+   * run asks for thoughts and the model can think; it is left out of a request that forces a
+   * function call, which the API refuses with thinking on.
+   */
+  thinking?: false | { budgetTokens: number };
+  /** Provider-executed tools added to every request, e.g. `{ type: 'web_search_20250305', name: 'web_search' }`. */
+  serverTools?: JsonObject[];
+  /** Beta features, sent as `anthropic-beta`. */
+  betas?: string[];
+  /** `anthropic-version`. Default `2023-06-01`. */
+  version?: string;
+}
+
+const PROVIDER = 'Anthropic';
+const DEFAULT_BASE_URL = 'https://api.anthropic.com/v1';
+const DEFAULT_MAX_TOKENS = 16_000;
+const DEFAULT_THINKING_BUDGET = 4096;
+const MIN_THINKING_BUDGET = 1024;
+/** The most output older models accept; newer ones take {@link DEFAULT_MAX_TOKENS}. */
+function defaultMaxTokens(model: string): number {
+  if (/^claude-3-(?:opus|sonnet|haiku)/i.test(model)) return 4096;
+  if (/^claude-3-5-/i.test(model)) return 8192;
+  return DEFAULT_MAX_TOKENS;
+}
+
+/** Models from before extended thinking. */
+const NO_THINKING = /^claude-(?:instant|2|3-(?:5-|haiku|opus|sonnet))/i;
+
+/**
+ * A `BackendClient` for the Anthropic Messages API (`POST /v1/messages`, streamed). Thinking
+ * blocks with their signatures, tool use blocks and server tool blocks ride on their parts under
+ * `providerData` and go back unchanged; tool use ids (`toolu_...`) are kept and matched; server
+ * tools (web search, web fetch, code execution) report progress in `serverToolProgress`.
+ *
+ * @example
+ * ```ts
+ * const backend = createAnthropicBackendClient({ apiKey: env.ANTHROPIC_API_KEY, fetch, model: 'claude-sonnet-4-5' });
+ * ```
+ */
+export function createAnthropicBackendClient(options: AnthropicBackendClientOptions): BackendClient {
+  if (!options.apiKey && !options.baseUrl) {
+    throw new AgentError('UNAUTHENTICATED', 'createAnthropicBackendClient needs options.apiKey (or options.baseUrl for a server without keys)');
+  }
+  const baseUrl = (options.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, '');
+  const secrets = options.apiKey ? [options.apiKey] : [];
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    accept: 'text/event-stream',
+    'anthropic-version': options.version ?? '2023-06-01',
+    ...(options.apiKey ? { 'x-api-key': options.apiKey } : {}),
+    ...(options.betas && options.betas.length > 0 ? { 'anthropic-beta': options.betas.join(',') } : {}),
+    ...options.headers,
+  };
+  return {
+    async *streamGenerateContent(model, body, signal) {
+      const request = toAnthropicRequest(options.model ?? model, body, options);
+      const response = await openProviderStream({
+        provider: PROVIDER,
+        fetch: options.fetch,
+        url: `${baseUrl}/messages`,
+        headers,
+        body: JSON.stringify(request),
+        signal,
+        retry: options.retry,
+        secrets,
+      });
+      yield* translateAnthropicStream(readSseEvents(response, { provider: PROVIDER, limits: options.limits, signal }), secrets);
+    },
+    ...mediaMethods(options.upstream, 'createAnthropicBackendClient'),
+  };
+}
+
+/** The Messages request for a Gemini-shaped body. */
+export function toAnthropicRequest(
+  model: string,
+  body: GenerateContentRequest,
+  options: Omit<AnthropicBackendClientOptions, 'fetch'> = {},
+  now: number = Date.now(),
+): JsonObject {
+  const settings = generationSettingsOf(body);
+  const { messages, container } = toMessages(body.contents ?? [], now);
+  const request: JsonObject = { model, max_tokens: settings.maxOutputTokens ?? options.maxTokens ?? defaultMaxTokens(model), messages, stream: true };
+  const system = systemTextOf(body);
+  if (system !== undefined) request.system = system;
+  if (container !== undefined) request.container = container;
+
+  const tools: JsonObject[] = functionDeclarationsOf(body).map((declaration) => {
+    const schema = parametersSchemaOf(declaration);
+    return { name: declaration.name, description: declaration.description, input_schema: schema.type === 'object' ? schema : { type: 'object', ...schema } };
+  });
+  if (builtinToolsOf(body).has('googleSearch')) tools.push({ type: 'web_search_20250305', name: 'web_search' });
+  for (const tool of options.serverTools ?? []) tools.push(tool);
+  const calling = functionCallingOf(body);
+  const forced = tools.length > 0 && calling.mode === 'ANY';
+  if (tools.length > 0) {
+    request.tools = tools;
+    if (calling.mode === 'NONE') request.tool_choice = { type: 'none' };
+    else if (forced) request.tool_choice = calling.allowed.length === 1 ? { type: 'tool', name: calling.allowed[0] } : { type: 'any' };
+    else request.tool_choice = { type: 'auto' };
+  }
+
+  const wantsThinking = settings.includeThoughts || (settings.thinkingBudget !== undefined && settings.thinkingBudget > 0);
+  const thinking = options.thinking !== false && wantsThinking && !forced && !NO_THINKING.test(model) && settings.thinkingBudget !== 0;
+  if (thinking) {
+    const requested = options.thinking ? options.thinking.budgetTokens : settings.thinkingBudget !== undefined && settings.thinkingBudget > 0 ? settings.thinkingBudget : DEFAULT_THINKING_BUDGET;
+    const maxTokens = request.max_tokens as number;
+    const budget = Math.max(MIN_THINKING_BUDGET, Math.min(requested, maxTokens - 1));
+    if (budget < maxTokens) request.thinking = { type: 'enabled', budget_tokens: budget };
+  }
+  // With thinking the API takes no sampling settings; newer models take temperature or top_p, not both.
+  if (!request.thinking) {
+    if (settings.temperature !== undefined) request.temperature = settings.temperature;
+    else if (settings.topP !== undefined) request.top_p = settings.topP;
+    if (settings.topK !== undefined) request.top_k = settings.topK;
+  }
+  if (settings.stopSequences && settings.stopSequences.length > 0) request.stop_sequences = settings.stopSequences;
+  return request;
+}
+
+function toMessages(contents: readonly LLMContent[], now: number): { messages: JsonObject[]; container?: string } {
+  const messages: Array<{ role: 'user' | 'assistant'; content: JsonObject[] }> = [];
+  let container: string | undefined;
+  contents.forEach((content, contentIndex) => {
+    const path = `contents[${contentIndex}]`;
+    const role = content.role === 'model' ? 'assistant' : 'user';
+    const blocks: JsonObject[] = [];
+    if (role === 'assistant') {
+      let callPosition = 0;
+      for (const part of content.parts) {
+        const data = providerDataOf(part, 'anthropic');
+        if (data && 'container' in data) {
+          const expires = typeof data.container.expires_at === 'string' ? Date.parse(data.container.expires_at) : Number.NaN;
+          container = typeof data.container.id === 'string' && !(expires <= now) ? data.container.id : undefined;
+          continue;
+        }
+        const call = part.functionCall;
+        if (call) {
+          const position = callPosition;
+          callPosition += 1;
+          if (data && data.block.type === 'tool_use') blocks.push(data.block);
+          else blocks.push({ type: 'tool_use', id: wireCallId(call.id, contentIndex, position), name: call.name, input: call.args ?? {} });
+          continue;
+        }
+        if (data) {
+          blocks.push(data.block);
+          continue;
+        }
+        // A thought without its signature (another provider's) cannot go back to Claude.
+        if (part.thought === true) continue;
+        if (typeof part.text === 'string' && part.text.length > 0) blocks.push({ type: 'text', text: part.text });
+      }
+    } else {
+      const results: JsonObject[] = [];
+      let responsePosition = 0;
+      content.parts.forEach((part, partIndex) => {
+        const response = part.functionResponse;
+        if (response) {
+          const result: JsonObject = {
+            type: 'tool_result',
+            tool_use_id: wireCallId(response.id, contentIndex - 1, responsePosition),
+            content: responseTextOf(response.response),
+          };
+          if (isErrorResponse(response.response)) result.is_error = true;
+          results.push(result);
+          responsePosition += 1;
+          return;
+        }
+        if (part.thought === true) return;
+        const block = userBlock(part, `${path}.parts[${partIndex}]`);
+        if (block) blocks.push(block);
+      });
+      // Tool results must open the user message.
+      blocks.unshift(...results);
+    }
+    if (blocks.length === 0) return;
+    const last = messages[messages.length - 1];
+    if (last && last.role === role) {
+      last.content.push(...blocks);
+      if (role === 'user') last.content.sort((a, b) => Number(b.type === 'tool_result') - Number(a.type === 'tool_result'));
+    } else {
+      messages.push({ role, content: blocks });
+    }
+  });
+  return container === undefined ? { messages } : { messages, container };
+}
+
+function userBlock(part: Part, path: string): JsonObject | undefined {
+  if (typeof part.text === 'string') return part.text.length > 0 ? { type: 'text', text: part.text } : undefined;
+  if (part.json !== undefined) return { type: 'text', text: JSON.stringify(part.json) };
+  const media = mediaOf(part, path, PROVIDER);
+  if (!media) return undefined;
+  if (media.mimeType.startsWith('image/')) {
+    return { type: 'image', source: media.kind === 'inline' ? { type: 'base64', media_type: media.mimeType, data: media.data } : { type: 'url', url: media.url } };
+  }
+  if (media.mimeType === 'application/pdf') {
+    return { type: 'document', source: media.kind === 'inline' ? { type: 'base64', media_type: media.mimeType, data: media.data } : { type: 'url', url: media.url } };
+  }
+  if (media.kind === 'inline' && (media.mimeType.startsWith('text/') || media.mimeType === 'application/json')) {
+    return { type: 'document', source: { type: 'text', media_type: 'text/plain', data: decodeBase64Text(media.data) } };
+  }
+  throw new AgentError('BAD_REQUEST', `${path}: ${PROVIDER} does not take ${media.mimeType} files; send images, PDF or text`, { details: { path } });
+}
+
+/** A content block being streamed. */
+interface OpenBlock {
+  block: JsonObject;
+  text: string;
+  thinking: string;
+  signature: string;
+  json: string;
+  citations: JsonObject[];
+}
+
+/** Translates a Messages event stream into Gemini chunks. */
+export async function* translateAnthropicStream(events: AsyncIterable<SseEvent>, secrets: readonly string[]): AsyncGenerator<GenerateContentResponse> {
+  const identity: ChunkIdentity = {};
+  const open = new Map<number, OpenBlock>();
+  let usage: UsageMetadata = {};
+  let stopReason: string | undefined;
+  let malformed: string | undefined;
+  let sawCall = false;
+  let container: JsonObject | undefined;
+  for await (const event of events) {
+    const data = event.data.trim();
+    if (data.length === 0) continue;
+    const payload = parseEventJson(PROVIDER, data, secrets);
+    const type = typeof payload.type === 'string' ? payload.type : (event.event ?? '');
+    switch (type) {
+      case 'message_start': {
+        const message = isObject(payload.message) ? payload.message : {};
+        if (typeof message.id === 'string') identity.responseId = message.id;
+        if (typeof message.model === 'string') identity.modelVersion = message.model;
+        usage = usageOf(message.usage, usage);
+        break;
+      }
+      case 'content_block_start': {
+        const index = indexOf(payload);
+        const block = isObject(payload.content_block) ? { ...payload.content_block } : undefined;
+        if (!block || typeof block.type !== 'string') {
+          throw new AgentError('MODEL_ERROR', `${PROVIDER} sent content_block_start ${index} without a block`, { details: { provider: PROVIDER } });
+        }
+        open.set(index, { block, text: '', thinking: '', signature: '', json: '', citations: [] });
+        if (block.type === 'server_tool_use' || block.type === 'mcp_tool_use') {
+          yield progressChunk(toolProgress(block, 'in_progress'), [], identity);
+        }
+        break;
+      }
+      case 'content_block_delta': {
+        const index = indexOf(payload);
+        const current = open.get(index);
+        if (!current) {
+          throw new AgentError('MODEL_ERROR', `${PROVIDER} sent content_block_delta for block ${index}, which was never started`, { details: { provider: PROVIDER } });
+        }
+        const delta = isObject(payload.delta) ? payload.delta : {};
+        if (delta.type === 'text_delta' && typeof delta.text === 'string') current.text += delta.text;
+        else if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string') current.json += delta.partial_json;
+        else if (delta.type === 'thinking_delta' && typeof delta.thinking === 'string') current.thinking += delta.thinking;
+        else if (delta.type === 'signature_delta' && typeof delta.signature === 'string') current.signature += delta.signature;
+        else if (delta.type === 'citations_delta' && isObject(delta.citation)) current.citations.push(delta.citation);
+        break;
+      }
+      case 'content_block_stop': {
+        const index = indexOf(payload);
+        const current = open.get(index);
+        if (!current) break;
+        open.delete(index);
+        const finished = finishBlock(current);
+        if (finished.malformed) malformed ??= finished.malformed;
+        if (finished.call) sawCall = true;
+        if (finished.parts.length > 0 || finished.progress) {
+          yield finished.progress ? progressChunk(finished.progress, finished.parts, identity) : partsChunk(finished.parts, identity);
+        }
+        break;
+      }
+      case 'message_delta': {
+        const delta = isObject(payload.delta) ? payload.delta : {};
+        if (typeof delta.stop_reason === 'string') stopReason = delta.stop_reason;
+        if (isObject(delta.container)) container = delta.container;
+        usage = usageOf(payload.usage, usage);
+        break;
+      }
+      case 'message_stop': {
+        if (container) yield partsChunk([{ [PROVIDER_DATA_FIELD]: { provider: 'anthropic', container } }], identity);
+        const total = (usage.promptTokenCount ?? 0) + (usage.candidatesTokenCount ?? 0);
+        if (total > 0) usage.totalTokenCount = total;
+        const reason = finishReasonOf(stopReason, sawCall ? undefined : malformed);
+        yield finishChunk(reason, usage, identity, reason === 'MALFORMED_FUNCTION_CALL' && malformed ? { finishMessage: malformed } : {});
+        return;
+      }
+      case 'error':
+        throw providerError(PROVIDER, undefined, errorFieldsOf(payload), secrets);
+      default:
+        // `ping` and event types newer than this client.
+        break;
+    }
+  }
+  throw truncatedStream(PROVIDER, 'message_stop');
+}
+
+function indexOf(payload: JsonObject): number {
+  return typeof payload.index === 'number' ? payload.index : -1;
+}
+
+interface FinishedBlock {
+  parts: Part[];
+  progress?: ServerToolProgress;
+  call?: boolean;
+  malformed?: string;
+}
+
+/** One finished content block as Gemini parts; the block rides on its part, unchanged. */
+function finishBlock(current: OpenBlock): FinishedBlock {
+  const { block } = current;
+  const carry = (extra: Part, stored: JsonObject): Part => ({ ...extra, [PROVIDER_DATA_FIELD]: { provider: 'anthropic', block: stored } });
+  switch (block.type) {
+    case 'text': {
+      const text = (typeof block.text === 'string' ? block.text : '') + current.text;
+      const earlier = Array.isArray(block.citations) ? (block.citations as JsonObject[]) : [];
+      const citations = [...earlier, ...current.citations];
+      if (citations.length === 0) return { parts: text.length > 0 ? [{ text }] : [] };
+      // Cited text goes back with its citations (they carry the provider's encrypted index).
+      return { parts: [carry({ text }, { ...block, text, citations })] };
+    }
+    case 'thinking': {
+      const thinking = (typeof block.thinking === 'string' ? block.thinking : '') + current.thinking;
+      const signature = current.signature.length > 0 ? current.signature : typeof block.signature === 'string' ? block.signature : '';
+      return { parts: [carry({ thought: true, text: thinking }, { ...block, thinking, signature })] };
+    }
+    case 'redacted_thinking':
+      return { parts: [carry({ thought: true, text: '' }, block)] };
+    case 'tool_use': {
+      const name = typeof block.name === 'string' ? block.name : '';
+      const input = current.json.length > 0 ? parseArguments(current.json) : isObject(block.input) ? block.input : {};
+      if (!input || name.length === 0) return { parts: [], malformed: `the input of ${name || 'a tool call'} is not a JSON object` };
+      const stored = { ...block, input };
+      const functionCall: JsonObject = { name, args: input };
+      if (typeof block.id === 'string') functionCall.id = block.id;
+      return { parts: [carry({ functionCall: functionCall as Part['functionCall'] }, stored)], call: true };
+    }
+    case 'server_tool_use':
+    case 'mcp_tool_use': {
+      const input = current.json.length > 0 ? (parseArguments(current.json) ?? { raw: current.json }) : isObject(block.input) ? block.input : {};
+      const stored = { ...block, input };
+      return { parts: [carry({}, stored)], progress: toolProgress(stored, 'running') };
+    }
+    default: {
+      // Server tool results, MCP results and block types newer than this client: kept verbatim.
+      const progress = String(block.type).endsWith('_tool_result') ? resultProgress(block) : undefined;
+      return progress ? { parts: [carry({}, block)], progress } : { parts: [carry({}, block)] };
+    }
+  }
+}
+
+function toolProgress(block: JsonObject, status: string): ServerToolProgress {
+  const progress: ServerToolProgress = {
+    provider: 'anthropic',
+    tool: typeof block.name === 'string' ? block.name : String(block.type),
+    id: typeof block.id === 'string' ? block.id : '',
+    status,
+  };
+  if (isObject(block.input) && Object.keys(block.input).length > 0) progress.detail = { input: block.input };
+  return progress;
+}
+
+function resultProgress(block: JsonObject): ServerToolProgress {
+  const content = block.content;
+  const failed = block.is_error === true || (isObject(content) && typeof content.type === 'string' && content.type.endsWith('_error'));
+  return {
+    provider: 'anthropic',
+    tool: String(block.type).replace(/_tool_result$/, ''),
+    id: typeof block.tool_use_id === 'string' ? block.tool_use_id : '',
+    status: failed ? 'failed' : 'completed',
+    detail: { content },
+  };
+}
+
+function finishReasonOf(stopReason: string | undefined, malformed: string | undefined): string {
+  if (malformed) return 'MALFORMED_FUNCTION_CALL';
+  switch (stopReason) {
+    case 'max_tokens':
+    case 'model_context_window_exceeded':
+      return 'MAX_TOKENS';
+    case 'refusal':
+      return 'SAFETY';
+    case undefined:
+    case 'end_turn':
+    case 'tool_use':
+    case 'stop_sequence':
+    case 'pause_turn':
+      return 'STOP';
+    default:
+      return 'OTHER';
+  }
+}
+
+function usageOf(value: unknown, known: UsageMetadata): UsageMetadata {
+  if (!isObject(value)) return known;
+  const usage: UsageMetadata = { ...known };
+  const number = (key: string): number | undefined => (typeof value[key] === 'number' ? (value[key] as number) : undefined);
+  const input = number('input_tokens');
+  const cacheRead = number('cache_read_input_tokens') ?? 0;
+  const cacheWrite = number('cache_creation_input_tokens') ?? 0;
+  if (input !== undefined) usage.promptTokenCount = input + cacheRead + cacheWrite;
+  if (cacheRead > 0) usage.cachedContentTokenCount = cacheRead;
+  const output = number('output_tokens');
+  if (output !== undefined) usage.candidatesTokenCount = output;
+  return usage;
+}

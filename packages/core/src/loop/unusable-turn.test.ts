@@ -1,0 +1,158 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import type { BackendClient } from '../ports/index.js';
+import type { AgentEvent } from '../protocol/events.js';
+import type { GenerateContentResponse } from '../protocol/gemini.js';
+import { run, type RunOptions } from '../run/index.js';
+import {
+  createMemoryInteractionStore,
+  createScriptedBackendClient,
+  functionCallChunk,
+  textChunk,
+  thoughtChunk,
+  usageChunk,
+  type ScriptedTurn,
+} from '../testing/index.js';
+
+async function collect(events: AsyncIterable<AgentEvent>): Promise<AgentEvent[]> {
+  const all: AgentEvent[] = [];
+  for await (const event of events) all.push(event);
+  return all;
+}
+
+/** A recorded turn with a candidate and no content at all (finish reason `MAX_TOKENS`). */
+const EMPTY_TURN = JSON.parse(
+  readFileSync(new URL('../../../../fixtures/gemini/generate-max-tokens-no-parts-gemini-2.5-pro.json', import.meta.url), 'utf8'),
+) as GenerateContentResponse;
+
+/** A malformed call as Gemini reports it: no content, the reason and a message. */
+const MALFORMED: GenerateContentResponse[] = [
+  {
+    candidates: [{ finishReason: 'MALFORMED_FUNCTION_CALL', finishMessage: 'Malformed function call: print(default_api.system_list_files(', index: 0 }],
+    usageMetadata: { promptTokenCount: 40, totalTokenCount: 40 },
+  } as GenerateContentResponse,
+];
+/** A stream that carries no candidate at all. */
+const NO_CANDIDATES: GenerateContentResponse[] = [{ usageMetadata: { promptTokenCount: 40, totalTokenCount: 40 } } as GenerateContentResponse];
+/** An empty answer: a candidate whose content has no parts. */
+const NO_PARTS: GenerateContentResponse[] = [{ candidates: [{ content: { role: 'model', parts: [] }, finishReason: 'STOP', index: 0 }] } as GenerateContentResponse];
+const FULFIL: GenerateContentResponse[] = [
+  functionCallChunk('system_objective_fulfilled', { objective_outcome: 'Done', href: '/' }, { thoughtSignature: 'sig' }),
+  usageChunk(),
+];
+
+const start = { segments: [{ type: 'text' as const, text: 'Tidy up' }] };
+const types = (events: AgentEvent[]) => events.map((event) => event.type);
+
+async function runScript(script: ScriptedTurn[], options: RunOptions = {}) {
+  const backend = createScriptedBackendClient(script);
+  const events = await collect(run(start, { backend, store: createMemoryInteractionStore() }, options));
+  return { backend, events };
+}
+
+describe('turns with nothing usable', () => {
+  it('asks again quietly after an empty turn: one sendRequest and one usage report for the turn', async () => {
+    const { backend, events } = await runScript([[EMPTY_TURN], FULFIL]);
+    expect(backend.requests).toHaveLength(2);
+    expect(backend.requests[1]?.body).toEqual(backend.requests[0]?.body);
+    expect(types(events)).toEqual(['start', 'sendRequest', 'functionCall', 'usageMetadata', 'functionResult', 'turnComplete', 'finish', 'complete']);
+    expect(events.find((event) => event.type === 'usageMetadata')).toMatchObject({ metadata: { promptTokenCount: 10 } });
+  });
+
+  it('asks again quietly after a stream without candidates', async () => {
+    const { backend, events } = await runScript([NO_CANDIDATES, NO_CANDIDATES, FULFIL]);
+    expect(backend.requests).toHaveLength(3);
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+  });
+
+  it('ends with a coded error when the answer stays empty, long before the turn cap', async () => {
+    const { backend, events } = await runScript([NO_PARTS, NO_PARTS, NO_PARTS, FULFIL], { maxTurns: 50 });
+    expect(backend.requests).toHaveLength(3);
+    expect(types(events)).toEqual(['start', 'sendRequest', 'finish', 'error', 'complete']);
+    expect(events.at(-2)).toEqual({
+      type: 'error',
+      message: 'Agent unable to proceed: the model returned a turn with no content 3 times in a row',
+      code: 'MODEL_ERROR',
+    });
+  });
+
+  it('names a stream without candidates in the error when it never gets one', async () => {
+    const { events } = await runScript([NO_CANDIDATES, NO_CANDIDATES, NO_CANDIDATES]);
+    expect(events.at(-2)).toEqual({
+      type: 'error',
+      message: 'Agent unable to proceed: no candidates in Gemini response 3 times in a row',
+      code: 'MODEL_ERROR',
+    });
+  });
+
+  it('counts a turn of thoughts without an answer as empty', async () => {
+    const { backend, events } = await runScript([[thoughtChunk('Hmm')], FULFIL]);
+    expect(backend.requests).toHaveLength(2);
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+  });
+
+  it('retries a malformed call quietly and keeps the history as it was', async () => {
+    const { backend, events } = await runScript([MALFORMED, FULFIL]);
+    expect(backend.requests[1]?.body.contents).toEqual(backend.requests[0]?.body.contents);
+    expect(events.filter((event) => event.type === 'sendRequest')).toHaveLength(1);
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+  });
+
+  it('ends six malformed turns in a row with a coded error, the objective untouched and one correction of its own', async () => {
+    const { backend, events } = await runScript([MALFORMED, MALFORMED, MALFORMED, MALFORMED, MALFORMED, MALFORMED, FULFIL]);
+    expect(backend.requests).toHaveLength(6);
+    const objective = backend.requests[0]?.body.contents[0];
+    const last = backend.requests[5]?.body.contents ?? [];
+    expect(last[0]).toEqual(objective);
+    expect(last).toHaveLength(2);
+    expect(last[1]).toEqual({
+      role: 'user',
+      parts: [
+        {
+          text: 'Your last function call was malformed and was not run (Malformed function call: print(default_api.system_list_files(). Call the function again with valid JSON arguments that match its declaration.',
+        },
+      ],
+    });
+    expect(types(events)).toEqual(['start', 'sendRequest', 'usageMetadata', 'sendRequest', 'usageMetadata', 'finish', 'error', 'complete']);
+    expect(events.at(-2)).toEqual({
+      type: 'error',
+      message: 'Agent unable to proceed: the model made a malformed function call 6 times in a row (Malformed function call: print(default_api.system_list_files()',
+      code: 'MODEL_ERROR',
+    });
+    expect(events.at(-1)).toEqual({ type: 'complete', result: { success: false } });
+  });
+
+  it('gives a run that recovers after the correction a fresh count', async () => {
+    const listFiles = [functionCallChunk('system_list_files', { status_update: 'Looking' }, { thoughtSignature: 'sig-1' })];
+    const script = [MALFORMED, MALFORMED, MALFORMED, listFiles, MALFORMED, MALFORMED, FULFIL];
+    const { backend, events } = await runScript(script);
+    expect(backend.requests).toHaveLength(7);
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+  });
+
+  it('applies the same rules in chat mode', async () => {
+    const recovered = await runScript([NO_PARTS, [textChunk('All tidy.')]], { mode: 'chat' });
+    expect(recovered.events.at(-1)).toEqual({ type: 'complete', result: { success: true, outcomes: { role: 'model', parts: [{ text: 'All tidy.' }] } } });
+    const failed = await runScript([MALFORMED, MALFORMED, MALFORMED, MALFORMED, MALFORMED, MALFORMED], { mode: 'chat' });
+    expect(failed.backend.requests).toHaveLength(6);
+    expect(failed.events.at(-2)).toMatchObject({ type: 'error', code: 'MODEL_ERROR' });
+  });
+
+  it('stops waiting to retry when the run is cancelled', async () => {
+    const controller = new AbortController();
+    const scripted = createScriptedBackendClient([]);
+    let requests = 0;
+    const backend: BackendClient = {
+      ...scripted,
+      // The turn comes back empty, then the user cancels while the loop waits to ask again.
+      async *streamGenerateContent() {
+        requests += 1;
+        yield* NO_PARTS;
+        controller.abort();
+      },
+    };
+    const events = await collect(run(start, { backend, store: createMemoryInteractionStore() }, { signal: controller.signal }));
+    expect(requests).toBe(1);
+    expect(types(events)).toEqual(['start', 'sendRequest']);
+  });
+});
