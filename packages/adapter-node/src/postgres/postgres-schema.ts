@@ -46,11 +46,32 @@ CREATE TABLE IF NOT EXISTS ${events} (
   event text NOT NULL,
   PRIMARY KEY (session_id, event_index)
 );
+DO $$
+BEGIN
+  -- LZ4 compresses large states and events several times faster than the default (PostgreSQL 14+).
+  IF EXISTS (SELECT 1 FROM pg_settings WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals)) THEN
+    IF (SELECT attcompression FROM pg_attribute WHERE attrelid = '${interactions}'::regclass AND attname = 'state') <> 'l' THEN
+      ALTER TABLE ${interactions} ALTER COLUMN state SET COMPRESSION lz4;
+    END IF;
+    IF (SELECT attcompression FROM pg_attribute WHERE attrelid = '${events}'::regclass AND attname = 'event') <> 'l' THEN
+      ALTER TABLE ${events} ALTER COLUMN event SET COMPRESSION lz4;
+    END IF;
+  END IF;
+END
+$$;
 `;
 }
 
 /** Creates the tables on `pool` in one transaction that holds an advisory lock, so instances starting together do not collide. */
 export async function migrateOn(pool: PostgresPoolLike, prefix: string): Promise<void> {
+  const { interactions, sessions, events } = tablesFor(prefix, 'migratePostgres');
+  // Tables already there: nothing to lock (CREATE … IF NOT EXISTS would still take locks).
+  const present = await pool
+    .query(`SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL AND to_regclass($3) IS NOT NULL AS ready`, [interactions, sessions, events])
+    .catch((error: unknown) => {
+      throw storeFailure('postgres', 'check the tables', error);
+    });
+  if (present.rows[0]?.ready === true) return;
   const client = await pool.connect().catch((error: unknown) => {
     throw storeFailure('postgres', 'create the tables', error);
   });
