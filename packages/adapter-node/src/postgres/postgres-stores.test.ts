@@ -137,10 +137,12 @@ describe('postgres stores', () => {
 
   it('hears the bus again after its listening connection is cut', async () => {
     const prefix = freshPrefix();
-    const [listener, publisher] = [createPostgresEventBus({ url: url(), prefix }), createPostgresEventBus({ url: url(), prefix })];
+    const name = `listener-${randomUUID().slice(0, 8)}`;
+    const listener = createPostgresEventBus({ url: `${url()}?application_name=${name}`, prefix });
+    const publisher = createPostgresEventBus({ url: url(), prefix });
     const heard: string[] = [];
     const subscription = await listener.subscribe('session:s-1', (message) => heard.push(message));
-    const cut = await pool().query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'`);
+    const cut = await pool().query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, [name]);
     expect(cut.rowCount).toBe(1);
     // The bus takes a new connection and listens again; what was sent meanwhile is lost (the log is the truth).
     const deadline = Date.now() + 10_000;
