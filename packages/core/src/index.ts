@@ -37,17 +37,23 @@ export type { AgentFileSystem, FileDescriptor, TaskNode, TaskTreeManager } from 
 
 // Ports
 export { DEFAULT_INTERACTION_TTL_MS } from './interactions/index.js';
+export { SESSION_STATUSES, TERMINAL_SESSION_STATUSES } from './ports/index.js';
 export type {
   AgentPorts,
   BackendClient,
   DriveFile,
   DriveOperationsClient,
   DriveUploadMedia,
+  EventBus,
+  EventSubscription,
   ExecuteStepRequest,
   ExecuteStepResponse,
   InteractionRecord,
   InteractionRecordWrite,
   InteractionStore,
+  SessionInfo,
+  SessionLog,
+  SessionStatus,
   SheetProperties,
   SheetValues,
   SpreadsheetMetadata,
