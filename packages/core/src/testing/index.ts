@@ -35,7 +35,7 @@ export {
   type FakeGoogleDriveOptions,
   type FakeGoogleDriveRequest,
 } from './fake-google-drive.js';
-export { createMemoryEventBus, createMemorySessionLog, type MemorySessionLogOptions } from './memory-session-log.js';
+export { createMemoryEventBus, createMemorySessionLog, type MemorySessionLogOptions } from '../sessions/memory-session-log.js';
 export {
   describeEventBusConformance,
   describeSessionLogConformance,
