@@ -185,15 +185,16 @@ async function resumeLegacy(
   keepAliveMs: number,
 ): Promise<ReadableStream<Uint8Array>> {
   const sessionId = await service.sessionOf(interactionId, context.ports);
-  if (sessionId === undefined) {
+  // Saved outside sessions, or by a session whose log this instance does not share: resume directly.
+  const info = sessionId === undefined ? undefined : await service.status(sessionId).catch(() => undefined);
+  if (sessionId === undefined || info === undefined) {
     const controller = new AbortController();
     const runOptions: RunOptions = { ...context.runOptions, signal: controller.signal };
     if (context.owner !== undefined) runOptions.owner = context.owner;
     const events = runEvents(resume(interactionId, response, context.ports, runOptions));
     return toSseStream(events, requestSignal, keepAliveMs, () => controller.abort(new AgentError('ABORTED', 'Client disconnected')));
   }
-  const info = await service.status(sessionId).catch(() => undefined);
-  if (!info || info.interactionId !== interactionId) {
+  if (info.interactionId !== interactionId) {
     return singleEvent({ error: { message: `Unknown interaction ID: ${interactionId}`, code: 'INTERACTION_NOT_FOUND' } });
   }
   try {
