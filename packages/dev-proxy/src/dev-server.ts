@@ -97,7 +97,8 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
   else if (config.geminiApiKey) mode = 'gemini';
   else {
     mode = 'simulated';
-    const simulatedGemini = createSimulatedGemini({ chunkDelayMs: 40 });
+    // A long-lived server keeps nothing of a run in the simulated model once the run is over.
+    const simulatedGemini = createSimulatedGemini({ chunkDelayMs: 40, keepRequests: 0 });
     simulated = await serve({ handler: (request) => simulatedGemini.fetch(request), port: config.simulatedGeminiPort ?? 0 });
     modelConfig.geminiBaseUrl = `${simulated.url}/v1beta`;
   }

@@ -98,3 +98,21 @@ describe('simulated Gemini', () => {
     expect(result.intermediate.map((file) => file.path)).toEqual(['/mnt/plan.md', '/mnt/picture.png']);
   });
 });
+
+describe('simulated Gemini memory', () => {
+  it('keeps only the latest requests, and none when told', async () => {
+    const post = (gemini: ReturnType<typeof createSimulatedGemini>) =>
+      gemini.fetch(
+        new Request('http://sim/v1beta/models/m:streamGenerateContent?alt=sse', {
+          method: 'POST',
+          body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }),
+        }),
+      );
+    const bounded = createSimulatedGemini({ keepRequests: 3 });
+    for (let index = 0; index < 5; index += 1) await (await post(bounded)).text();
+    expect(bounded.requests).toHaveLength(3);
+    const none = createSimulatedGemini({ keepRequests: 0 });
+    await (await post(none)).text();
+    expect(none.requests).toHaveLength(0);
+  });
+});
