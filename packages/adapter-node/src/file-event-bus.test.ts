@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
-import { mkdtemp, readdir, rm, unlink } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, unlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -187,6 +187,17 @@ describe('file event bus', () => {
     expect(heard).toEqual(['fine']);
     expect((await readdir(directory)).every((name) => /^[0-9a-f]{40}\.channel$/.test(name))).toBe(true);
     await bus.close();
+
+    await writeFile(path.join(directory, 'blocked'), 'a file where the bus wants a folder');
+    const blocked = createFileEventBus({ directory: path.join(directory, 'blocked', 'bus') });
+    const failure = await blocked.subscribe('session:s-1', () => undefined).then(
+      () => undefined,
+      (caught: unknown) => caught as Error,
+    );
+    expect(failure).toMatchObject({ code: 'STORE_ERROR', message: expect.stringContaining('channel "session:s-1"') });
+    expect(failure?.message).not.toContain(directory);
+    await blocked.close();
+
     const error = await bus.subscribe('after', () => undefined).then(
       () => undefined,
       (caught: unknown) => caught as Error,
