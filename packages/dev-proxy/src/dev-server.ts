@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createFileInteractionStore, createNodeFetch, serve, type RunningServer } from '@org/adapter-node';
+import { createFileEventBus, createFileInteractionStore, createFileSessionLog, createNodeFetch, serve, type RunningServer } from '@org/adapter-node';
 import { AgentError, type EventBus, type InteractionStore, type SessionLog } from '@org/core';
 import {
   AGENT_RUN_PATHS,
@@ -12,7 +12,7 @@ import {
   withCors,
   type CorsOptions,
 } from '@org/core/http';
-import { createMemoryEventBus, createMemorySessionLog, createSimulatedGemini } from '@org/core/testing';
+import { createSimulatedGemini } from '@org/core/testing';
 import { chooseModelProvider, createModelBackend, describeModelBackend, modelFor, type ModelBackendConfig } from './model-backend.js';
 import { PLAYGROUND_HTML } from './playground/page.js';
 import { createReverseProxy } from './reverse-proxy.js';
@@ -188,13 +188,15 @@ async function openBacking(config: DevServerConfig): Promise<Backing> {
   }
   const storeDirectory = path.resolve(config.storeDirectory ?? path.join(os.tmpdir(), 'org-dev-proxy', 'interactions'));
   mkdirSync(storeDirectory, { recursive: true });
+  // Sessions beside the interactions, so dev servers sharing the folder share sessions too.
+  const bus = createFileEventBus({ directory: path.join(storeDirectory, 'bus') });
   return {
     store: createFileInteractionStore({ directory: storeDirectory }),
-    log: createMemorySessionLog(),
-    bus: createMemoryEventBus(),
+    log: createFileSessionLog({ directory: path.join(storeDirectory, 'sessions') }),
+    bus,
     // The folder itself is not printed: banners get pasted into issues and chats.
-    description: `files, ${config.storeDirectory !== undefined ? 'in INTERACTION_STORE_DIR' : 'in a folder under the system temp directory (set INTERACTION_STORE_DIR to choose)'}; sessions in this process (set REDIS_URL or DATABASE_URL to share them)`,
-    close: async () => undefined,
+    description: `files, ${config.storeDirectory !== undefined ? 'in INTERACTION_STORE_DIR' : 'in a folder under the system temp directory (set INTERACTION_STORE_DIR to choose)'}; dev servers sharing it share runs and sessions (REDIS_URL or DATABASE_URL to use a database)`,
+    close: () => bus.close(),
   };
 }
 
