@@ -66,13 +66,16 @@ export interface WorkerHandlerOptions<Env> {
 /**
  * A Cloudflare Worker that serves the agent protocol: `POST /v1beta1/streamRunAgent` (and
  * `/api/agent/run`) with a start or resume body, answered with the run's events as SSE streamed
- * through the Response body. Ports are built per request from `env` and the caller's token.
+ * through the Response body, and the sessions endpoints `/v1beta1/sessions/*`. With a `SESSIONS`
+ * binding each request is routed to a {@link SessionObject}, which runs the segment and keeps the
+ * session; without one, runs are served here, with ports built per request from `env` and the
+ * caller's token, and end with their request.
  *
  * @example
  * ```ts
- * import { createHandler, InteractionStoreObject } from '@org/adapter-workers';
+ * import { createHandler, InteractionStoreObject, SessionObject } from '@org/adapter-workers';
  *
- * export { InteractionStoreObject };
+ * export { InteractionStoreObject, SessionObject };
  * export default createHandler<Env>();
  * ```
  */

@@ -100,8 +100,9 @@ export function createDurableObjectEventBus(namespace: DurableObjectNamespace<Se
         if (!current.listeners.delete(entry) || current.listeners.size > 0 || channels.get(channel) !== current) return;
         channels.delete(channel);
         const { reading, token } = current;
-        reading?.cancel();
+        // The object ends the stream first, so neither side sees it broken.
         if (token !== undefined) await objectOf(channel).busUnsubscribe(channel, token).catch(() => undefined);
+        reading?.cancel();
       };
       try {
         if (!current.reading) {

@@ -203,4 +203,47 @@ describe('sessions on Durable Objects', () => {
     const again = await wireEvents(await send(agentRequest(resumeBody('Eve'))));
     expect(again).toEqual([{ error: { message: `Unknown interaction ID: ${interactionId}`, code: 'INTERACTION_NOT_FOUND' } }]);
   });
+
+  it('cancels a legacy streamRunAgent run whose client leaves, in the object running it', async () => {
+    const tag = crypto.randomUUID();
+    const response = await send(agentRequest({ start: { segments: [{ textSegment: { text: `${SCRIPT.thinkForever}, tag ${tag}` } }] } }));
+    let seen = 0;
+    for await (const message of parseSseStream(response.body as ReadableStream<Uint8Array>)) {
+      expect(Object.keys(JSON.parse(message.data) as object)).toHaveLength(1);
+      seen += 1;
+      if (seen === 4) break;
+    }
+    // Leaving cancels the run: its model request is stopped.
+    await eventually(async () => (await env.INTERACTIONS_KV.get(SCRIPT.abortedKey(tag))) ?? undefined);
+  });
+
+  it('keeps an alarm beating in the object running a segment, and stops it when the segment ends', async () => {
+    const known = await listDurableObjectIds(env.SCRIPTED_SESSIONS);
+    const created = await send(post('new', { segments: [{ textSegment: { text: `${SCRIPT.thinkForever}, tag ${crypto.randomUUID()}` } }] }));
+    const { sessionId } = (await created.json()) as { sessionId: string };
+    const home = env.SCRIPTED_SESSIONS.idFromName(sessionId);
+    const runner = (await listDurableObjectIds(env.SCRIPTED_SESSIONS)).find((id) => !id.equals(home) && !known.some((old) => old.equals(id)));
+    const runnerObject = () => env.SCRIPTED_SESSIONS.get(runner as DurableObjectId);
+    const bookkeeping = () =>
+      runInDurableObject(runnerObject(), async (_instance, state) => ({ watch: await state.storage.get('watch'), alarm: await state.storage.getAlarm() }));
+
+    const beating = await bookkeeping();
+    expect(beating.watch).toBe(sessionId);
+    expect(beating.alarm).not.toBeNull();
+    // A heartbeat leaves the segment running and sets the next one.
+    const count = (await statusOf(sessionId)).eventCount;
+    expect(await runDurableObjectAlarm(runnerObject())).toBe(true);
+    expect((await bookkeeping()).alarm).not.toBeNull();
+    await eventually(async () => ((await statusOf(sessionId)).eventCount > count + 2 ? true : undefined));
+    expect((await statusOf(sessionId)).status).toBe('running');
+
+    await send(post(`${sessionId}:cancel`, {}));
+    await eventually(async () => ((await bookkeeping()).watch === undefined ? true : undefined));
+    // The last alarm finds nothing to keep and empties the object.
+    expect(await runDurableObjectAlarm(runnerObject())).toBe(true);
+    expect(await runInDurableObject(runnerObject(), async (_instance, state) => ({ keys: (await state.storage.list()).size, alarm: await state.storage.getAlarm() }))).toEqual({
+      keys: 0,
+      alarm: null,
+    });
+  });
 });
