@@ -35,6 +35,12 @@ export interface AgentSessionsOptions {
   bus: EventBus;
   /** A reader that heard nothing from a running session for this long checks its instance is alive. Default 15 000 ms. */
   livenessMs?: number;
+  /**
+   * The id for a session this request creates (`sessions/new`, a legacy start). Default: a fresh
+   * UUID. A platform that routes requests by session id (one Durable Object per session) picks
+   * the id before the request reaches the handler and returns it here.
+   */
+  newSessionId?: (request: Request) => string | undefined;
 }
 
 /** Options of {@link createAgentHandler}. */
@@ -116,7 +122,8 @@ export function createAgentHandler(options: AgentHandlerOptions): (request: Requ
     requireJson(request);
     return parseJsonBody(await readBody(request, maxBodyBytes), limits);
   };
-  const sessions = createSessionsEndpoint({ service, contextFor, readJson, keepAliveMs });
+  const newSessionId = options.sessions?.newSessionId;
+  const sessions = createSessionsEndpoint({ service, contextFor, readJson, keepAliveMs, ...(newSessionId ? { newSessionId } : {}) });
 
   return async (request) => {
     const url = new URL(request.url);
@@ -143,7 +150,7 @@ export function createAgentHandler(options: AgentHandlerOptions): (request: Requ
       const context = await contextFor(request, accessToken);
       const stream =
         body.kind === 'start'
-          ? await startLegacy(service, body.start, context, request.signal, keepAliveMs)
+          ? await startLegacy(service, body.start, context, request.signal, keepAliveMs, newSessionId?.(request))
           : await resumeLegacy(service, body.resume.interactionId, body.resume.response as ResumeResponse, context, request.signal, keepAliveMs);
       return cors.decorate(request, new Response(stream, { status: 200, headers: sseHeaders() }));
     } catch (error) {
@@ -162,8 +169,9 @@ async function startLegacy(
   context: SessionContext,
   requestSignal: AbortSignal,
   keepAliveMs: number,
+  chosenId: string | undefined,
 ): Promise<ReadableStream<Uint8Array>> {
-  const sessionId = await service.start(start, context);
+  const sessionId = await service.start(start, context, chosenId === undefined ? {} : { sessionId: chosenId });
   const reading = new AbortController();
   return toSseStream(service.events(sessionId, -1, reading.signal), requestSignal, keepAliveMs, () => {
     reading.abort();

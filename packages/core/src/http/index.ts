@@ -3,6 +3,7 @@ export {
   createAgentHandler,
   errorResponse,
   type AgentHandlerOptions,
+  type AgentSessionsOptions,
   type AgentRequestContext,
 } from './agent-handler.js';
 export {

@@ -16,6 +16,8 @@ export interface SessionsEndpointOptions {
   readJson(request: Request): Promise<unknown>;
   /** A keep-alive comment after this much silence on a stream. */
   keepAliveMs: number;
+  /** The id for a session `sessions/new` creates; default a fresh UUID. */
+  newSessionId?: (request: Request) => string | undefined;
 }
 
 const SESSION_ID = /^[A-Za-z0-9._-]{1,128}$/;
@@ -39,7 +41,8 @@ export function createSessionsEndpoint(options: SessionsEndpointOptions): (reque
         const body = parseAgentRequestBody(await options.readJson(request));
         if (body.kind !== 'start') throw new AgentError('BAD_REQUEST', "sessions/new takes a start request: { segments, flags?, graph? }");
         const context = await options.contextFor(request, body.accessToken ?? bearerToken(request));
-        const sessionId = await service.start(body.start, context);
+        const chosen = options.newSessionId?.(request);
+        const sessionId = await service.start(body.start, context, chosen === undefined ? {} : { sessionId: chosen });
         return json({ sessionId });
       }
       const match = /^([^/:]+)(?::(resume|cancel)|\/(status))?$/.exec(path);

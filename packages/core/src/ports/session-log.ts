@@ -52,7 +52,10 @@ export interface SessionLog {
    * several instances append at once. An unknown session is an `AgentError` `NOT_FOUND`.
    */
   append(id: string, events: readonly string[]): Promise<number>;
-  /** Up to `limit` events with an index above `after`, in order (`after = -1`: from the start). */
+  /**
+   * Up to `limit` events with an index above `after`, in order (`after = -1`: from the start). A
+   * log may return fewer (for example to stay within a reply size); an empty result means none.
+   */
   read(id: string, after: number, limit: number): Promise<string[]>;
   /**
    * Sets the status (and the interaction, when given; `null` clears it) if the current status is

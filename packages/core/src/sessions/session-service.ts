@@ -54,8 +54,12 @@ const channelOf = (sessionId: string) => `session:${sessionId}`;
  * announcements, reading the log again for anything they missed, so no event is lost or repeated.
  */
 export interface SessionService {
-  /** Creates a session and starts its first segment here, in the background. */
-  start(request: StartRequest, context: SessionContext): Promise<string>;
+  /**
+   * Creates a session and starts its first segment here, in the background. The id is fresh
+   * unless `options.sessionId` names one (a platform that routes by session id picks it first);
+   * an id already taken is `CONFLICT`.
+   */
+  start(request: StartRequest, context: SessionContext, options?: { sessionId?: string }): Promise<string>;
   /**
    * Answers a suspended (or continues a paused) session and starts the next segment here. A
    * running session whose instance died is picked up. Refusals are thrown as `AgentError`s:
@@ -214,8 +218,8 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
   };
 
   return {
-    async start(request, context) {
-      const sessionId = crypto.randomUUID();
+    async start(request, context, startOptions) {
+      const sessionId = startOptions?.sessionId ?? crypto.randomUUID();
       const created = await log.create(sessionId, {
         interactionId: sessionId,
         ...(context.owner === undefined ? {} : { owner: context.owner }),
@@ -240,7 +244,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       if (found.status !== 'suspended' && found.status !== 'paused') {
         throw new AgentError('CONFLICT', `Session not in suspended status (current: ${found.status})`);
       }
-      const claim = await claimFor(sessionId, found, context);
+      const claim = await claimFor(sessionId, found, context, context.runOptions?.leaseMs);
       const moved = await log.update(sessionId, { status: 'running' }, [found.status]);
       if (!moved) {
         await claim.release().catch(() => undefined);
@@ -289,14 +293,15 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       };
       signal?.addEventListener('abort', rouse, { once: true });
       let attached: LocalSegment | undefined;
+      // A log may return fewer events than asked (a byte budget): only an empty read is the end.
       const drain = async function* (): AsyncGenerator<SessionEvent> {
         for (;;) {
           const batch = await log.read(sessionId, cursor, BATCH);
+          if (batch.length === 0) return;
           for (const json of batch) {
             cursor += 1;
             yield { index: cursor, json };
           }
-          if (batch.length < BATCH) return;
         }
       };
       try {
