@@ -51,9 +51,19 @@ export interface AgentRun {
   readonly pending: SuspendEvent | undefined;
   /** The last interaction id the run was saved under (changes at every suspend or pause). */
   readonly interactionId: string | undefined;
+  /**
+   * The server session the run lives in (protocol `sessions`), once the server created it: follow
+   * it again later, e.g. after a reload, with `client.attachRun(sessionId, { after: lastEventIndex })`.
+   */
+  readonly sessionId: string | undefined;
+  /** The session index of the last event received (`-1` before the first); `undefined` outside a session. */
+  readonly lastEventIndex: number | undefined;
   /** Answers the pending suspend. Throws when nothing is pending. */
   respond(response: ResumeResponse): void;
-  /** Stops the run; `result` rejects with kind `aborted` ("Run was stopped"). */
+  /**
+   * Stops the run; `result` rejects with kind `aborted` ("Run was stopped"). A session still
+   * running or waiting is cancelled on the server too (best effort).
+   */
   abort(): void;
 }
 
@@ -67,10 +77,29 @@ export interface AgentRun {
  * ```
  */
 export function createAgentRun(open: RunSegmentOpener, first: RunSegmentRequest, options: AgentRunOptions = {}): AgentRun {
+  return driveRun({ open: (request, signal) => open(request ?? first, signal), first, interactionId: 'resume' in first ? first.resume.interactionId : undefined }, options);
+}
+
+/** Where a run's segments come from, for {@link driveRun}. */
+export interface RunTransport {
+  /** Opens a segment; `undefined` follows the run where it is (attaching to a session). */
+  open(request: RunSegmentRequest | undefined, signal: AbortSignal): AsyncIterable<AgentEvent>;
+  first: RunSegmentRequest | undefined;
+  interactionId: string | undefined;
+  /** The session and cursor, for a run that lives in a server session. */
+  session?: { readonly sessionId: string | undefined; readonly cursor: number | undefined };
+  /** Waiting events the run already went on from (a replayed session): shown, never answered. */
+  history?: WeakSet<AgentEvent>;
+  /** Stops the run on the server, best effort, when the app aborts before it ended. */
+  cancel?(): void;
+}
+
+/** The run handle over any transport: answers suspends between segments, one event sequence for the app. */
+export function driveRun(transport: RunTransport, options: AgentRunOptions = {}): AgentRun {
   const channel = new EventChannel<AgentEvent>();
   const controller = new AbortController();
   let pending: SuspendEvent | undefined;
-  let interactionId = 'resume' in first ? first.resume.interactionId : undefined;
+  let interactionId = transport.interactionId;
   // The answer to the pending suspend: delivered to `answer`, or kept in `early` when the app
   // answers before the segment's stream has closed.
   let answer: ((response: ResumeResponse) => void) | undefined;
@@ -112,6 +141,12 @@ export function createAgentRun(open: RunSegmentOpener, first: RunSegmentRequest,
     get interactionId() {
       return interactionId;
     },
+    get sessionId() {
+      return transport.session?.sessionId;
+    },
+    get lastEventIndex() {
+      return transport.session?.cursor;
+    },
     respond(response) {
       if (!pending || answered) throw new Error('respond(): the run is not waiting for an answer');
       answered = true;
@@ -121,6 +156,7 @@ export function createAgentRun(open: RunSegmentOpener, first: RunSegmentRequest,
     abort() {
       if (controller.signal.aborted) return;
       controller.abort();
+      if (!settled) transport.cancel?.();
       fail(aborted());
       channel.close();
     },
@@ -132,11 +168,15 @@ export function createAgentRun(open: RunSegmentOpener, first: RunSegmentRequest,
   }
 
   const drive = async (): Promise<void> => {
-    let request = first;
+    let request = transport.first;
     for (;;) {
       let suspend: SuspendEvent | undefined;
-      for await (const event of open(request, controller.signal)) {
+      for await (const event of transport.open(request, controller.signal)) {
         if (controller.signal.aborted) return;
+        if (transport.history?.has(event)) {
+          channel.push(event);
+          continue;
+        }
         if (isSuspendEvent(event)) {
           // Set before the app sees the event, so a handler can read `pending` and `respond()`.
           pending = event;
