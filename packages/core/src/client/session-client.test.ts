@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AgentError } from '../errors/index.js';
 import { createAgentHandler } from '../http/agent-handler.js';
+import type { BackendClient } from '../ports/index.js';
 import type { AgentEvent } from '../protocol/events.js';
 import { fromWireEvent } from '../protocol/wire.js';
 import { parseSseStream } from '../sse/index.js';
@@ -341,24 +342,51 @@ describe('createAgentClient({ protocol: "sessions" })', () => {
   it('reads the code of an error event the server sends without an index, after numbered ones', async () => {
     const log = createMemorySessionLog();
     let broken = false;
-    const failing = { ...log, read: (id: string, after: number, limit: number) => (broken ? Promise.reject(new AgentError('STORE_ERROR', 'The session log is unreachable')) : log.read(id, after, limit)) };
-    const backend = createScriptedBackendClient(greeter, { chunkDelayMs: 5 });
+    const failing = { ...log, get: (id: string) => (broken ? Promise.reject(new AgentError('STORE_ERROR', 'The session log is unreachable')) : log.get(id)) };
+    // The turn after the answer streams its first chunk, then waits until the test ends.
+    let release!: () => void;
+    const seenThought = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const scripted = createScriptedBackendClient((request) =>
+      request.body.contents.length > 1
+        ? [thoughtChunk('Greeting'), functionCallChunk('system_objective_fulfilled', { objective_outcome: 'Hello' })]
+        : [thoughtChunk('Asking'), functionCallChunk('chat_request_user_input', { user_message: 'Name?' })],
+    );
+    const backend: BackendClient = {
+      ...scripted,
+      async *streamGenerateContent(model, body, signal) {
+        const answered = body.contents.length > 1;
+        for await (const chunk of scripted.streamGenerateContent(model, body, signal)) {
+          yield chunk;
+          if (answered) await seenThought;
+        }
+      },
+    };
     const store = createMemoryInteractionStore();
-    const { baseUrl, seen } = await serve(createAgentHandler({ createPorts: () => ({ backend, store }), sessions: { log: failing, bus: createMemoryEventBus() } }));
+    const { baseUrl, seen } = await serve(
+      // A reader that hears nothing for a moment looks the session up in the log, and fails.
+      createAgentHandler({ createPorts: () => ({ backend, store }), sessions: { log: failing, bus: createMemoryEventBus(), livenessMs: 20 } }),
+    );
     const run = createAgentClient({ baseUrl, protocol: 'sessions' }).startRun('Greet me', answers('Ada'));
     const types: string[] = [];
-    let suspended = false;
     for await (const event of run.events) {
       types.push(event.type);
-      suspended ||= event.type === 'waitForInput';
-      // From the first event after the answer on, the server cannot read its log any more.
-      if (suspended && event.type !== 'waitForInput') broken = true;
+      if (types.includes('waitForInput') && event.type === 'thought') {
+        // From here on the server cannot read its log: the stream ends with an error event that has no index.
+        broken = true;
+      }
     }
-    expect(types.at(-1)).toBe('error');
-    expect(types.slice(types.indexOf('waitForInput') + 1, -1).length).toBeGreaterThan(0);
+    release();
+    expect(types.slice(types.indexOf('waitForInput') + 1)).toEqual(['sendRequest', 'thought', 'error']);
     await expect(run.result).rejects.toMatchObject({ kind: 'run', code: 'STORE_ERROR', message: 'The session log is unreachable' });
-    // Read on the stream that carried it, not after a reconnect.
-    expect(seen.filter((request) => request.method === 'GET')).toHaveLength(2);
+    // It came on the stream after the answer, with no reconnect and no status check.
+    expect(seen.map((request) => request.method + ' ' + request.url.replace(/[0-9a-f-]{36}/, 'S'))).toEqual([
+      'POST /v1beta1/sessions/new',
+      'GET /v1beta1/sessions/S?alt=sse',
+      'POST /v1beta1/sessions/S:resume',
+      `GET /v1beta1/sessions/S?alt=sse&after=${types.indexOf('waitForInput')}`,
+    ]);
   });
 
   it('explains a misuse: attachRun on the legacy protocol, a bad cursor', () => {
