@@ -56,13 +56,16 @@ export interface AgentRun {
    * it again later, e.g. after a reload, with `client.attachRun(sessionId, { after: lastEventIndex })`.
    */
   readonly sessionId: string | undefined;
-  /** The session index of the last event received (`-1` before the first); `undefined` outside a session. */
+  /**
+   * The session index of the last event the app took from `events` (`-1` before the first, the
+   * `after` of an attached run); `undefined` outside a session.
+   */
   readonly lastEventIndex: number | undefined;
   /** Answers the pending suspend. Throws when nothing is pending. */
   respond(response: ResumeResponse): void;
   /**
-   * Stops the run; `result` rejects with kind `aborted` ("Run was stopped"). A session still
-   * running or waiting is cancelled on the server too (best effort).
+   * Stops the run; `result` rejects with kind `aborted` ("Run was stopped"). A server session the
+   * run has not seen end is cancelled too (best effort, `sessions/{id}:cancel`).
    */
   abort(): void;
 }
@@ -86,8 +89,8 @@ export interface RunTransport {
   open(request: RunSegmentRequest | undefined, signal: AbortSignal): AsyncIterable<AgentEvent>;
   first: RunSegmentRequest | undefined;
   interactionId: string | undefined;
-  /** The session and cursor, for a run that lives in a server session. */
-  session?: { readonly sessionId: string | undefined; readonly cursor: number | undefined };
+  /** The session, its cursor, and the index of each event, for a run that lives in a server session. */
+  session?: { readonly sessionId: string | undefined; readonly cursor: number | undefined; readonly indexes: WeakMap<AgentEvent, number> };
   /** Waiting events the run already went on from (a replayed session): shown, never answered. */
   history?: WeakSet<AgentEvent>;
   /** Stops the run on the server, best effort, when the app aborts before it ended. */
@@ -100,6 +103,9 @@ export function driveRun(transport: RunTransport, options: AgentRunOptions = {})
   const controller = new AbortController();
   let pending: SuspendEvent | undefined;
   let interactionId = transport.interactionId;
+  // The index of the last event the app took from `events`: the client may have read further.
+  let lastEventIndex = transport.session?.cursor;
+  const session = transport.session;
   // The answer to the pending suspend: delivered to `answer`, or kept in `early` when the app
   // answers before the segment's stream has closed.
   let answer: ((response: ResumeResponse) => void) | undefined;
@@ -133,7 +139,16 @@ export function driveRun(transport: RunTransport, options: AgentRunOptions = {})
   };
 
   const handle: AgentRun = {
-    events: channel,
+    events: session
+      ? {
+          async *[Symbol.asyncIterator]() {
+            for await (const event of channel) {
+              lastEventIndex = session.indexes.get(event) ?? lastEventIndex;
+              yield event;
+            }
+          },
+        }
+      : channel,
     result,
     get pending() {
       return pending;
@@ -145,7 +160,7 @@ export function driveRun(transport: RunTransport, options: AgentRunOptions = {})
       return transport.session?.sessionId;
     },
     get lastEventIndex() {
-      return transport.session?.cursor;
+      return lastEventIndex;
     },
     respond(response) {
       if (!pending || answered) throw new Error('respond(): the run is not waiting for an answer');

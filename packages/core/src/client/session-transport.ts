@@ -32,10 +32,11 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
   const maxAttempts = reconnect.maxAttempts ?? 8;
   const initialDelayMs = reconnect.initialDelayMs ?? 500;
   const maxDelayMs = reconnect.maxDelayMs ?? 15_000;
-  const session: { sessionId: string | undefined; cursor: number | undefined } = {
+  const session: { sessionId: string | undefined; cursor: number | undefined; indexes: WeakMap<AgentEvent, number> } = {
     sessionId: 'start' in begin ? undefined : 'resume' in begin ? begin.resume.sessionId : begin.attach.sessionId,
     // A resumed session's cursor is read from its status before the answer goes in.
     cursor: 'attach' in begin ? begin.attach.after : 'start' in begin ? -1 : undefined,
+    indexes: new WeakMap(),
   };
   const path = (suffix: string) => `${SESSIONS}${encodeURIComponent(session.sessionId ?? '')}${suffix}`;
 
@@ -129,7 +130,10 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
             if (index > (session.cursor ?? -1) + 1) throw new AgentClientError('network', `The session stream skipped to event ${index}`);
           }
           const event = parseEvent(message.data);
-          if (index !== undefined) session.cursor = index;
+          if (index !== undefined) {
+            session.cursor = index;
+            session.indexes.set(event, index);
+          }
           backoff.reset();
           if (held) {
             history.add(held);
