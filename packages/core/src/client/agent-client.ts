@@ -1,11 +1,8 @@
-import { messageOf } from '../errors/message-of.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
-import type { AgentEvent } from '../protocol/events.js';
 import type { Segment, StartRequest } from '../protocol/requests.js';
-import { fromWireEvent } from '../protocol/wire.js';
-import { parseSseStream } from '../sse/index.js';
-import { createAgentRun, type AgentRun, type AgentRunOptions, type RunSegmentOpener, type RunSegmentRequest } from './agent-run.js';
-import { AgentClientError } from './errors.js';
+import { createAgentRun, driveRun, type AgentRun, type AgentRunOptions, type RunSegmentOpener } from './agent-run.js';
+import { createServerConnection, parseEvent, type ServerConnection } from './server-connection.js';
+import { createSessionTransport, type ReconnectOptions } from './session-transport.js';
 
 /** Options of {@link createAgentClient}. */
 export interface AgentClientOptions {
@@ -15,8 +12,17 @@ export interface AgentClientOptions {
   fetch?: (input: string, init: RequestInit) => Promise<Response>;
   /** The user's OAuth token, asked for before every request (sent as a bearer and in the body). */
   getAccessToken?: () => string | undefined | Promise<string | undefined>;
-  /** The endpoint path. Default `/v1beta1/streamRunAgent`. */
+  /**
+   * How runs travel. `legacy` (the default): one `POST /v1beta1/streamRunAgent` per segment, the
+   * run streamed on that request. `sessions`: the run lives in a server session
+   * (`/v1beta1/sessions/*`) that outlasts the connection; a dropped stream is reconnected after
+   * the last event, `attachRun()` follows a session again after a reload, `abort()` cancels it.
+   */
+  protocol?: 'legacy' | 'sessions';
+  /** The legacy endpoint path. Default `/v1beta1/streamRunAgent`. */
   path?: string;
+  /** How a sessions run reconnects to a dropped stream: attempts in a row and the backoff between them. */
+  reconnect?: ReconnectOptions;
 }
 
 /** What starts a run: an objective as plain text, a list of segments, or a full start request. */
@@ -26,17 +32,37 @@ export type RunInput = string | Segment[] | StartRequest;
 export interface AgentClient {
   /** Starts a run. */
   startRun(input: RunInput, options?: AgentRunOptions): AgentRun;
-  /** Continues a run saved under `interactionId` (a suspend or a pause), e.g. after a reload. */
+  /**
+   * Continues a run saved under `interactionId` (a suspend or a pause), e.g. after a reload. With
+   * the `sessions` protocol the id is the session's (`run.sessionId`): the answer goes to
+   * `sessions/{id}:resume` and the run follows the session's new events.
+   */
   resumeRun(interactionId: string, response: ResumeResponse, options?: AgentRunOptions): AgentRun;
+}
+
+/** Options of {@link RemoteAgentClient.attachRun}. */
+export interface AttachRunOptions extends AgentRunOptions {
+  /** Deliver the session's events after this index (`run.lastEventIndex` of the earlier handle). Default -1: every event. */
+  after?: number;
+}
+
+/** A client of an agent server. */
+export interface RemoteAgentClient extends AgentClient {
+  /**
+   * Follows a session that already exists (protocol `sessions`), e.g. after a page reload: its
+   * events after `after`, live while it runs. A session waiting for an answer shows its suspend
+   * event even at or before `after`, so the app can answer it with `respond()` or `onSuspend`.
+   */
+  attachRun(sessionId: string, options?: AttachRunOptions): AgentRun;
 }
 
 /**
  * A client of the agent protocol over any `fetch`. Each suspend closes the server's stream; the
- * run handle answers it and POSTs the resume, so the app sees one event sequence per run.
+ * run handle answers it and continues, so the app sees one event sequence per run.
  *
  * @example
  * ```ts
- * const client = createAgentClient({ baseUrl: 'http://localhost:8080' });
+ * const client = createAgentClient({ baseUrl: 'http://localhost:8080', protocol: 'sessions' });
  * const run = client.startRun('Ask for my name, then greet me', {
  *   onSuspend: (event) => (event.type === 'waitForInput' ? { input: { parts: [{ text: 'Ada' }] } } : {}),
  * });
@@ -44,44 +70,46 @@ export interface AgentClient {
  * console.log((await run.result).outcomes);
  * ```
  */
-export function createAgentClient(options: AgentClientOptions): AgentClient {
+export function createAgentClient(options: AgentClientOptions): RemoteAgentClient {
   if (typeof options.baseUrl !== 'string' || options.baseUrl.length === 0) {
     throw new TypeError('createAgentClient: baseUrl is required, e.g. "http://localhost:8080"');
   }
-  const fetchFn = options.fetch ?? ((input: string, init: RequestInit) => globalThis.fetch(input, init));
-  const url = `${options.baseUrl.replace(/\/+$/, '')}${options.path ?? '/v1beta1/streamRunAgent'}?alt=sse`;
-
-  const open: RunSegmentOpener = async function* (request, signal) {
-    const token = await options.getAccessToken?.();
-    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'text/event-stream' };
-    const body: RunSegmentRequest & { accessToken?: string } = { ...request };
-    if (token) {
-      headers.authorization = `Bearer ${token}`;
-      body.accessToken = token;
-    }
-    let response: Response;
-    try {
-      response = await fetchFn(url, { method: 'POST', headers, body: JSON.stringify(body), signal });
-    } catch (error) {
-      throw new AgentClientError('network', `Could not reach ${url}: ${messageOf(error)}`, { cause: error });
-    }
-    if (!response.ok) throw await httpError(response);
-    if (!response.body) throw new AgentClientError('protocol', `${url} answered ${response.status} without a body`);
-    try {
-      for await (const message of parseSseStream(response.body)) {
-        if (message.data.length === 0 || message.data === '[DONE]') continue;
-        yield parseEvent(message.data);
-      }
-    } catch (error) {
-      if (error instanceof AgentClientError) throw error;
-      throw new AgentClientError('network', `The event stream from ${url} broke: ${messageOf(error)}`, { cause: error });
-    }
-  };
-
+  const protocol = options.protocol ?? 'legacy';
+  if (protocol !== 'legacy' && protocol !== 'sessions') {
+    throw new TypeError(`createAgentClient: protocol must be "legacy" or "sessions", got ${JSON.stringify(protocol)}`);
+  }
+  const connection = createServerConnection(options);
+  if (protocol === 'sessions') {
+    return {
+      startRun: (input, runOptions) => driveRun(createSessionTransport(connection, { start: toStartRequest(input) }, options.reconnect), runOptions),
+      resumeRun: (sessionId, response, runOptions) =>
+        driveRun(createSessionTransport(connection, { resume: { sessionId, response } }, options.reconnect), runOptions),
+      attachRun: (sessionId, attachOptions = {}) => {
+        const { after = -1, ...runOptions } = attachOptions;
+        if (typeof sessionId !== 'string' || sessionId.length === 0) throw new TypeError('attachRun: sessionId is required');
+        if (!Number.isSafeInteger(after) || after < -1) throw new TypeError(`attachRun: after must be an event index (-1 or more), got ${String(after)}`);
+        return driveRun(createSessionTransport(connection, { attach: { sessionId, after } }, options.reconnect), runOptions);
+      },
+    };
+  }
+  const open = createLegacyOpener(connection, options.path ?? '/v1beta1/streamRunAgent');
   return {
     startRun: (input, runOptions) => createAgentRun(open, { start: toStartRequest(input) }, runOptions),
-    resumeRun: (interactionId, response, runOptions) =>
-      createAgentRun(open, { resume: { interactionId, response } }, runOptions),
+    resumeRun: (interactionId, response, runOptions) => createAgentRun(open, { resume: { interactionId, response } }, runOptions),
+    attachRun: () => {
+      throw new TypeError('attachRun: sessions live on the sessions protocol; create the client with protocol: "sessions"');
+    },
+  };
+}
+
+/** One `POST` per segment; the answer is the segment's events. */
+function createLegacyOpener(connection: ServerConnection, path: string): RunSegmentOpener {
+  return async function* (request, signal) {
+    const response = await connection.send('POST', `${path}?alt=sse`, { body: request, signal, stream: true });
+    for await (const message of connection.messages(response)) {
+      if (message.data.length === 0 || message.data === '[DONE]') continue;
+      yield parseEvent(message.data);
+    }
   };
 }
 
@@ -96,36 +124,4 @@ export function toStartRequest(input: RunInput): StartRequest {
     throw new TypeError('startRun: expected an objective string, a segment array, or { segments: [...] }');
   }
   return input;
-}
-
-function parseEvent(data: string): AgentEvent {
-  let value: unknown;
-  try {
-    value = JSON.parse(data);
-  } catch {
-    throw new AgentClientError('protocol', `The server sent an event that is not JSON: ${data.slice(0, 120)}`);
-  }
-  try {
-    return fromWireEvent(value);
-  } catch (error) {
-    throw new AgentClientError('protocol', `The server sent an invalid event: ${messageOf(error)}`, { cause: error });
-  }
-}
-
-async function httpError(response: Response): Promise<AgentClientError> {
-  const text = await response.text().catch(() => '');
-  let message = text.trim() || response.statusText;
-  let code: string | undefined;
-  try {
-    const parsed = JSON.parse(text) as { error?: { message?: unknown; code?: unknown } | string };
-    if (typeof parsed.error === 'string') message = parsed.error;
-    else if (parsed.error && typeof parsed.error.message === 'string') {
-      message = parsed.error.message;
-      if (typeof parsed.error.code === 'string') code = parsed.error.code;
-    }
-  } catch {
-    // Not JSON: keep the text.
-  }
-  const options = code === undefined ? { status: response.status } : { status: response.status, code };
-  return new AgentClientError('http', `${response.status}: ${message}`, options);
 }

@@ -51,9 +51,22 @@ export interface AgentRun {
   readonly pending: SuspendEvent | undefined;
   /** The last interaction id the run was saved under (changes at every suspend or pause). */
   readonly interactionId: string | undefined;
+  /**
+   * The server session the run lives in (protocol `sessions`), once the server created it: follow
+   * it again later, e.g. after a reload, with `client.attachRun(sessionId, { after: lastEventIndex })`.
+   */
+  readonly sessionId: string | undefined;
+  /**
+   * The session index of the last event the app took from `events` (`-1` before the first, the
+   * `after` of an attached run); `undefined` outside a session.
+   */
+  readonly lastEventIndex: number | undefined;
   /** Answers the pending suspend. Throws when nothing is pending. */
   respond(response: ResumeResponse): void;
-  /** Stops the run; `result` rejects with kind `aborted` ("Run was stopped"). */
+  /**
+   * Stops the run; `result` rejects with kind `aborted` ("Run was stopped"). A server session the
+   * run has not seen end is cancelled too (best effort, `sessions/{id}:cancel`).
+   */
   abort(): void;
 }
 
@@ -67,10 +80,32 @@ export interface AgentRun {
  * ```
  */
 export function createAgentRun(open: RunSegmentOpener, first: RunSegmentRequest, options: AgentRunOptions = {}): AgentRun {
+  return driveRun({ open: (request, signal) => open(request ?? first, signal), first, interactionId: 'resume' in first ? first.resume.interactionId : undefined }, options);
+}
+
+/** Where a run's segments come from, for {@link driveRun}. */
+export interface RunTransport {
+  /** Opens a segment; `undefined` follows the run where it is (attaching to a session). */
+  open(request: RunSegmentRequest | undefined, signal: AbortSignal): AsyncIterable<AgentEvent>;
+  first: RunSegmentRequest | undefined;
+  interactionId: string | undefined;
+  /** The session, its cursor, and the index of each event, for a run that lives in a server session. */
+  session?: { readonly sessionId: string | undefined; readonly cursor: number | undefined; readonly indexes: WeakMap<AgentEvent, number> };
+  /** Waiting events the run already went on from (a replayed session): shown, never answered. */
+  history?: WeakSet<AgentEvent>;
+  /** Stops the run on the server, best effort, when the app aborts before it ended. */
+  cancel?(): void;
+}
+
+/** The run handle over any transport: answers suspends between segments, one event sequence for the app. */
+export function driveRun(transport: RunTransport, options: AgentRunOptions = {}): AgentRun {
   const channel = new EventChannel<AgentEvent>();
   const controller = new AbortController();
   let pending: SuspendEvent | undefined;
-  let interactionId = 'resume' in first ? first.resume.interactionId : undefined;
+  let interactionId = transport.interactionId;
+  // The index of the last event the app took from `events`: the client may have read further.
+  let lastEventIndex = transport.session?.cursor;
+  const session = transport.session;
   // The answer to the pending suspend: delivered to `answer`, or kept in `early` when the app
   // answers before the segment's stream has closed.
   let answer: ((response: ResumeResponse) => void) | undefined;
@@ -104,13 +139,28 @@ export function createAgentRun(open: RunSegmentOpener, first: RunSegmentRequest,
   };
 
   const handle: AgentRun = {
-    events: channel,
+    events: session
+      ? {
+          async *[Symbol.asyncIterator]() {
+            for await (const event of channel) {
+              lastEventIndex = session.indexes.get(event) ?? lastEventIndex;
+              yield event;
+            }
+          },
+        }
+      : channel,
     result,
     get pending() {
       return pending;
     },
     get interactionId() {
       return interactionId;
+    },
+    get sessionId() {
+      return transport.session?.sessionId;
+    },
+    get lastEventIndex() {
+      return lastEventIndex;
     },
     respond(response) {
       if (!pending || answered) throw new Error('respond(): the run is not waiting for an answer');
@@ -121,6 +171,7 @@ export function createAgentRun(open: RunSegmentOpener, first: RunSegmentRequest,
     abort() {
       if (controller.signal.aborted) return;
       controller.abort();
+      if (!settled) transport.cancel?.();
       fail(aborted());
       channel.close();
     },
@@ -132,11 +183,15 @@ export function createAgentRun(open: RunSegmentOpener, first: RunSegmentRequest,
   }
 
   const drive = async (): Promise<void> => {
-    let request = first;
+    let request = transport.first;
     for (;;) {
       let suspend: SuspendEvent | undefined;
-      for await (const event of open(request, controller.signal)) {
+      for await (const event of transport.open(request, controller.signal)) {
         if (controller.signal.aborted) return;
+        if (transport.history?.has(event)) {
+          channel.push(event);
+          continue;
+        }
         if (isSuspendEvent(event)) {
           // Set before the app sees the event, so a handler can read `pending` and `respond()`.
           pending = event;

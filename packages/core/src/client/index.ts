@@ -7,7 +7,16 @@ export {
   type RunSegmentRequest,
   type SuspendHandler,
 } from './agent-run.js';
-export { createAgentClient, toStartRequest, type AgentClient, type AgentClientOptions, type RunInput } from './agent-client.js';
+export {
+  createAgentClient,
+  toStartRequest,
+  type AgentClient,
+  type AgentClientOptions,
+  type AttachRunOptions,
+  type RemoteAgentClient,
+  type RunInput,
+} from './agent-client.js';
+export type { ReconnectOptions } from './session-transport.js';
 export { dispatchAgentEvents, type AgentEventHandlers } from './dispatch.js';
 export type { AgentEvent, AgentEventOf, AgentEventType, AgentResult, FileData, SuspendEvent } from '../protocol/events.js';
 export type { JsonObject, LLMContent, Part } from '../protocol/content.js';
