@@ -3,8 +3,8 @@ import { encodeState } from '../interactions/index.js';
 import type { InteractionStore } from '../ports/index.js';
 import type { ChatAnswer } from './ui-message-chunks.js';
 
-/** Where a chat's record lives in the interaction store: a prefix no interaction id starts with. */
-const CHAT_RECORD_PREFIX = 'ui-chat:';
+/** Where a chat's record lives in the interaction store: a prefix no interaction id starts with, in the alphabet every store accepts. */
+const CHAT_RECORD_PREFIX = 'ui-chat.';
 const CHAT_RECORD_VERSION = 1;
 /** The runs a chat keeps; older ones drop out of the restored conversation. */
 const MAX_RUNS = 100;
