@@ -6,6 +6,7 @@ export default defineConfig({
     'testing/index': 'src/testing/index.ts',
     'http/index': 'src/http/index.ts',
     'client/index': 'src/client/index.ts',
+    'ai-sdk/index': 'src/ai-sdk/index.ts',
   },
   format: ['esm'],
   dts: true,
@@ -15,5 +16,5 @@ export default defineConfig({
   platform: 'neutral',
   splitting: true,
   treeshake: true,
-  external: ['vitest'],
+  external: ['vitest', 'ai'],
 });

@@ -9,7 +9,7 @@ declare module 'vitest' {
   export interface ProvidedContext {
     /** Package name -> packed tarball. */
     tarballs: Record<string, string>;
-    /** A project with every published package, the newest zod, Node and Workers types installed. */
+    /** A project with every published package, the newest zod, `ai`, Node and Workers types installed. */
     appDirectory: string;
     /** Why the app could not be installed, when it could not. */
     appInstallFailure: string;
@@ -24,7 +24,9 @@ export default function setup(project: TestProject): () => void {
   const tarballs = packWorkspace(packDirectory);
   const app = createConsumer('app', {
     tarballs,
-    dependencies: { zod: NEWEST_ZOD, '@types/node': '20.19.9', '@cloudflare/workers-types': '4.20260426.1' },
+    // `ai` only for the types of `@org/core/ai-sdk` (an optional peer dependency of `@org/core`); its
+    // provider types need `@types/json-schema` under a strict tsconfig (`skipLibCheck: false`).
+    dependencies: { zod: NEWEST_ZOD, ai: '6.0.326', '@types/json-schema': '7.0.15', '@types/node': '20.19.9', '@cloudflare/workers-types': '4.20260426.1' },
   });
   directories.push(app.directory);
   project.provide('tarballs', tarballs);

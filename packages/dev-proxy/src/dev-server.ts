@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createFileEventBus, createFileInteractionStore, createFileSessionLog, createNodeFetch, serve, type RunningServer } from '@org/adapter-node';
 import { AgentError, type EventBus, type InteractionStore, type SessionLog } from '@org/core';
+import { createUiMessageStreamHandler, UI_MESSAGE_STREAM_PATH } from '@org/core/ai-sdk';
 import {
   AGENT_RUN_PATHS,
   createAgentHandler,
@@ -119,12 +120,20 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
     cors,
     sessions: { log: backing.log, bus: backing.bus },
   });
+  // The AI SDK's useChat endpoint: the same ports, runs and sessions as the agent endpoint.
+  const chat = createUiMessageStreamHandler({
+    createPorts: ({ accessToken }) => ({ backend: backendFor(accessToken), store: backing.store }),
+    runOptions: () => ({ ...(model ? { model } : {}), ...(config.leaseMs === undefined ? {} : { leaseMs: config.leaseMs }) }),
+    cors,
+    sessions: { log: backing.log, bus: backing.bus },
+  });
   // The reference dev backend lets pages call every proxied path with any method and header.
   const proxied = proxy ? withCors(proxy, { ...cors, allowMethods: '*', allowHeaders: '*' }) : undefined;
 
   const handler = async (request: Request): Promise<Response> => {
     const { pathname } = new URL(request.url);
     if (AGENT_RUN_PATHS.includes(pathname) || pathname.startsWith(SESSIONS_PATH)) return agent(request);
+    if (pathname === UI_MESSAGE_STREAM_PATH || pathname.startsWith(`${UI_MESSAGE_STREAM_PATH}/`)) return chat(request);
     if (pathname.startsWith('/v1beta1/') || pathname.startsWith('//')) {
       if (proxied) return proxied(request);
       if (pathname.startsWith('//')) {
@@ -280,6 +289,7 @@ function banner(facts: BannerFacts): string {
     ...modeLines,
     `Endpoints: POST ${url}/v1beta1/streamRunAgent  (alias POST ${url}/api/agent/run)`,
     `           POST ${url}/v1beta1/sessions/new, GET ${url}/v1beta1/sessions/{id}?alt=sse, :resume, :cancel, /status`,
+    `           POST ${url}${UI_MESSAGE_STREAM_PATH}  (the AI SDK's useChat; GET ${UI_MESSAGE_STREAM_PATH}/{chatId} restores a chat)`,
     `Upstream:  ${facts.upstreamUrl ? `every other /v1beta1/* path (and media steps) -> ${displayUrl(facts.upstreamUrl)}` : 'none (set UPSTREAM_URL to forward other /v1beta1/* paths and media steps)'}`,
     `Browsers:  pages from ${origins} may call this server`,
     `Store:     ${facts.store}`,

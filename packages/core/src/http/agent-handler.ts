@@ -264,13 +264,15 @@ function sseErrorResponse(error: unknown): Response {
   return new Response(event, { status: 200, headers: sseHeaders() });
 }
 
-function publicError(error: unknown): AgentError {
+/** The error a caller may see: an `AgentError` as it is, anything else `INTERNAL` without secrets or server paths. */
+export function publicError(error: unknown): AgentError {
   if (isAgentError(error)) return error;
   const normalised = toAgentError(error);
   return new AgentError(normalised.code, redactServerMessage(normalised.message), { cause: error });
 }
 
-function sseHeaders(): Record<string, string> {
+/** The headers of every SSE answer: no caching, no proxy buffering. */
+export function sseHeaders(): Record<string, string> {
   return {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache, no-transform',
@@ -286,7 +288,7 @@ function wantsSse(request: Request, url: URL): boolean {
  * Only JSON bodies start or resume runs: a browser sends `application/json` across origins only
  * after a preflight, so a page elsewhere cannot start a run with a "simple" form or text post.
  */
-function requireJson(request: Request): void {
+export function requireJson(request: Request): void {
   const contentType = request.headers.get('content-type');
   const mediaType = contentType?.split(';')[0]?.trim().toLowerCase();
   if (mediaType === 'application/json') return;
@@ -349,7 +351,8 @@ function toSseStream(
   });
 }
 
-async function readBody(request: Request, maxBytes: number): Promise<string> {
+/** The body as text, refused with `PAYLOAD_TOO_LARGE` once it passes `maxBytes` (declared or streamed). */
+export async function readBody(request: Request, maxBytes: number): Promise<string> {
   const declared = Number(request.headers.get('content-length') ?? Number.NaN);
   if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge(maxBytes);
   if (!request.body) return '';
@@ -376,14 +379,16 @@ function tooLarge(maxBytes: number): AgentError {
   });
 }
 
-function bearerToken(request: Request): string | undefined {
+/** The token of an `Authorization: Bearer` header, if any. */
+export function bearerToken(request: Request): string | undefined {
   const header = request.headers.get('authorization');
   if (!header) return undefined;
   const match = /^Bearer\s+(.+)$/i.exec(header.trim());
   return match?.[1];
 }
 
-async function digestOwner(accessToken: string | undefined): Promise<string | undefined> {
+/** The default owner of a token: its SHA-256 digest (the token itself is never stored); `undefined` without one. */
+export async function digestOwner(accessToken: string | undefined): Promise<string | undefined> {
   if (accessToken === undefined || accessToken.length === 0) return undefined;
   const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(accessToken));
   let hex = '';

@@ -1,0 +1,354 @@
+import {
+  AbstractChat,
+  DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+  lastAssistantMessageIsCompleteWithToolCalls,
+  type ChatInit,
+  type ChatState,
+  type ChatStatus,
+} from 'ai';
+import { describe, expect, it } from 'vitest';
+import { AgentError } from '../errors/index.js';
+import { createGeminiBackendClient } from '../http/index.js';
+import type { AgentPorts, BackendClient, InteractionStore } from '../ports/index.js';
+import { createMemorySessionLog, createMemoryEventBus } from '../sessions/memory-session-log.js';
+import { parseSseStream } from '../sse/index.js';
+import {
+  createMemoryInteractionStore,
+  createScriptedBackendClient,
+  createSimulatedGemini,
+  functionCallChunk,
+  textChunk,
+  thoughtChunk,
+} from '../testing/index.js';
+import type { AgentUIMessage } from './agent-ui-message.js';
+import { createUiMessageStreamHandler, type UiMessageStreamHandlerOptions } from './ui-message-stream-handler.js';
+
+const OBJECTIVE = 'Ask for my name, then let me pick a time of day, and greet me.';
+const API = 'http://chat.test/api/chat';
+
+/** `useChat`'s state, kept in plain arrays: the AI SDK's own chat logic drives the conversation. */
+class TestChat extends AbstractChat<AgentUIMessage> {
+  constructor(init: Omit<ChatInit<AgentUIMessage>, 'messages'> & { messages?: AgentUIMessage[] }) {
+    const state = new ArrayChatState(init.messages ?? []);
+    super({ ...init, state });
+  }
+}
+
+class ArrayChatState implements ChatState<AgentUIMessage> {
+  status: ChatStatus = 'ready';
+  error: Error | undefined = undefined;
+  messages: AgentUIMessage[];
+  constructor(messages: AgentUIMessage[]) {
+    this.messages = messages;
+  }
+  pushMessage = (message: AgentUIMessage): void => {
+    this.messages = [...this.messages, message];
+  };
+  popMessage = (): void => {
+    this.messages = this.messages.slice(0, -1);
+  };
+  replaceMessage = (index: number, message: AgentUIMessage): void => {
+    this.messages = [...this.messages.slice(0, index), message, ...this.messages.slice(index + 1)];
+  };
+  snapshot = <T>(thing: T): T => structuredClone(thing);
+}
+
+interface Setup {
+  handler: (request: Request) => Promise<Response>;
+  store: InteractionStore;
+  /** Every request the chat sent, with the raw UI message stream it got back. */
+  exchanges: Array<{ body: Record<string, unknown>; status: number; stream: string }>;
+  transport: (token?: string) => DefaultChatTransport<AgentUIMessage>;
+}
+
+function simulatedBackend(): { backend: BackendClient; gemini: ReturnType<typeof createSimulatedGemini> } {
+  const gemini = createSimulatedGemini();
+  const backend = createGeminiBackendClient({ apiKey: 'simulated', fetch: (input, init) => gemini.fetch(new Request(input, init)) });
+  return { backend, gemini };
+}
+
+function setup(overrides: Partial<UiMessageStreamHandlerOptions> & { backend?: BackendClient; store?: InteractionStore } = {}): Setup {
+  const store = overrides.store ?? createMemoryInteractionStore();
+  const backend = overrides.backend ?? simulatedBackend().backend;
+  const handler = createUiMessageStreamHandler({ createPorts: (): AgentPorts => ({ backend, store }), ...overrides });
+  const exchanges: Setup['exchanges'] = [];
+  const transport = (token?: string) =>
+    new DefaultChatTransport<AgentUIMessage>({
+      api: API,
+      ...(token ? { headers: { authorization: `Bearer ${token}` } } : {}),
+      fetch: async (input, init) => {
+        const request = new Request(input as string, init as RequestInit);
+        const body = JSON.parse(await request.clone().text()) as Record<string, unknown>;
+        const response = await handler(request);
+        const stream = await response.clone().text();
+        exchanges.push({ body, status: response.status, stream });
+        return response;
+      },
+    });
+  return { handler, store, exchanges, transport };
+}
+
+/** Resolves once the chat finished a response (and any request it sent on its own after it). */
+function settled(chat: TestChat): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      if (chat.status === 'ready') resolve();
+      else if (chat.status === 'error') reject(chat.error ?? new Error('chat error'));
+      else setTimeout(check, 5);
+    };
+    setTimeout(check, 5);
+  });
+}
+
+function lastAssistant(chat: TestChat): AgentUIMessage {
+  const message = chat.messages.at(-1);
+  if (message?.role !== 'assistant') throw new Error(`expected an assistant message last, got ${message?.role}`);
+  return message;
+}
+
+function toolPart(message: AgentUIMessage, name: string) {
+  const part = message.parts.find((candidate) => candidate.type === `tool-${name}`);
+  if (!part || !('toolCallId' in part)) throw new Error(`no ${name} part`);
+  return part;
+}
+
+function textOf(message: AgentUIMessage): string {
+  return message.parts.map((part) => (part.type === 'text' ? part.text : '')).join('');
+}
+
+function chunksOf(stream: string): Array<Record<string, unknown>> {
+  return stream
+    .split('\n\n')
+    .map((block) => block.replace(/^data: /, ''))
+    .filter((data) => data.startsWith('{'))
+    .map((data) => JSON.parse(data) as Record<string, unknown>);
+}
+
+async function answerName(chat: TestChat, name: string): Promise<void> {
+  const ask = toolPart(lastAssistant(chat), 'chat_request_user_input');
+  await chat.addToolOutput({ tool: 'chat_request_user_input', toolCallId: ask.toolCallId, output: { input: { role: 'user', parts: [{ text: name }] } } });
+  await settled(chat);
+}
+
+async function pickChoice(chat: TestChat, id: string): Promise<void> {
+  const choose = toolPart(lastAssistant(chat), 'chat_present_choices');
+  await chat.addToolOutput({ tool: 'chat_present_choices', toolCallId: choose.toolCallId, output: { selected: { ids: [id] } } });
+  await settled(chat);
+}
+
+describe('createUiMessageStreamHandler with the AI SDK chat and DefaultChatTransport', () => {
+  it('runs the conversation: reasoning and tools stream in, the name and the choice are answered as tool outputs, the greeting and the plan file arrive', async () => {
+    const { backend, gemini } = simulatedBackend();
+    const { transport, exchanges } = setup({ backend });
+    const chat = new TestChat({ id: 'chat-1', transport: transport('token-a'), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
+
+    await chat.sendMessage({ text: OBJECTIVE });
+    await settled(chat);
+    let message = lastAssistant(chat);
+    expect(message.parts.some((part) => part.type === 'reasoning' && part.text.includes('Planning'))).toBe(true);
+    expect(toolPart(message, 'system_write_file')).toMatchObject({ state: 'output-available', output: { file_path: '/mnt/plan.md' } });
+    const ask = toolPart(message, 'chat_request_user_input');
+    expect(ask).toMatchObject({ state: 'input-available', input: { user_message: 'What is your name?' } });
+    expect(message.parts).toContainEqual(expect.objectContaining({ type: 'data-suspend', id: ask.toolCallId }));
+    expect(message.parts.some((part) => part.type === 'data-usage')).toBe(true);
+    expect(exchanges[0]?.stream).toMatch(/"finishReason":"tool-calls"/);
+
+    await answerName(chat, 'Ada');
+    message = lastAssistant(chat);
+    expect(chat.messages).toHaveLength(2); // the answer continued the same assistant message
+    expect(toolPart(message, 'chat_present_choices')).toMatchObject({ state: 'input-available', input: { choices: expect.arrayContaining([{ id: 'noon', label: 'Noon' }]) } });
+
+    await pickChoice(chat, 'noon');
+    message = lastAssistant(chat);
+    expect(textOf(message)).toContain('Hello, Ada!');
+    expect(textOf(message)).toContain('You chose noon.');
+    const fileIndex = message.parts.findIndex((part) => part.type === 'data-file' && part.data.path === '/mnt/plan.md');
+    const file = message.parts[fileIndex + 1];
+    expect(file).toMatchObject({ type: 'file', mediaType: 'text/markdown' });
+    const url = (file as { url: string }).url;
+    expect(new TextDecoder().decode(Uint8Array.from(atob(url.split(',')[1] ?? ''), (character) => character.charCodeAt(0)))).toContain('# Plan');
+
+    // Three requests: the message, then each answer, sent by the chat itself; a finished run is not sent again.
+    expect(exchanges.map((exchange) => exchange.status)).toEqual([200, 200, 200]);
+    expect(lastAssistantMessageIsCompleteWithToolCalls({ messages: chat.messages })).toBe(false);
+    // The answers reached the model exactly; every replayed call kept its signature (the simulated Gemini refuses otherwise).
+    const lastRequest = gemini.requests.at(-1)?.body.contents ?? [];
+    expect(JSON.stringify(lastRequest)).toContain('"user_input":"Ada"');
+    expect(JSON.stringify(lastRequest)).toContain('"selected":["noon"]');
+    // Provider data never reaches the page.
+    for (const exchange of exchanges) expect(exchange.stream).not.toMatch(/thoughtSignature|providerMetadata|c2ltOnNpZ25lZDo/);
+    expect(JSON.stringify(chat.messages)).not.toMatch(/thoughtSignature|providerMetadata/);
+  });
+
+  it('restores the conversation of a chat after a reload, and the restored page answers the waiting question', async () => {
+    const { transport, handler } = setup();
+    const first = new TestChat({ id: 'chat-reload', transport: transport('token-a'), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
+    await first.sendMessage({ text: OBJECTIVE });
+    await settled(first);
+    await answerName(first, 'Grace');
+
+    const restored = await handler(new Request(`${API}/chat-reload`, { headers: { authorization: 'Bearer token-a' } }));
+    expect(restored.status).toBe(200);
+    const { messages } = (await restored.json()) as { messages: AgentUIMessage[] };
+    expect(messages.map((message) => message.role)).toEqual(['user', 'assistant']);
+    expect(messages[0]?.parts).toEqual([{ type: 'text', text: OBJECTIVE }]);
+    const assistant = messages[1] as AgentUIMessage;
+    expect(toolPart(assistant, 'chat_request_user_input')).toMatchObject({ state: 'output-available', output: { input: { parts: [{ text: 'Grace' }] } } });
+    expect(toolPart(assistant, 'chat_present_choices')).toMatchObject({ state: 'input-available' });
+    expect(lastAssistantMessageIsCompleteWithToolCalls({ messages })).toBe(false);
+
+    const second = new TestChat({ id: 'chat-reload', messages, transport: transport('token-a'), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
+    await pickChoice(second, 'sunset');
+    expect(textOf(lastAssistant(second))).toContain('Hello, Grace! You chose sunset.');
+
+    // Someone else cannot read it.
+    const stranger = await handler(new Request(`${API}/chat-reload`, { headers: { authorization: 'Bearer token-b' } }));
+    expect(stranger.status).toBe(403);
+  });
+
+  it('refuses an answer from another user with FORBIDDEN and leaves the run to its owner', async () => {
+    const { transport, exchanges } = setup();
+    const owner = new TestChat({ id: 'chat-owned', transport: transport('token-a'), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
+    await owner.sendMessage({ text: OBJECTIVE });
+    await settled(owner);
+
+    const thief = new TestChat({ id: 'chat-owned', messages: owner.messages, transport: transport('token-b'), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
+    const ask = toolPart(lastAssistant(thief), 'chat_request_user_input');
+    await thief.addToolOutput({ tool: 'chat_request_user_input', toolCallId: ask.toolCallId, output: { input: { parts: [{ text: 'Mallory' }] } } });
+    await expect(settled(thief)).rejects.toThrow(/FORBIDDEN/);
+    expect(exchanges.at(-1)?.status).toBe(403);
+
+    await answerName(owner, 'Ada');
+    expect(toolPart(lastAssistant(owner), 'chat_present_choices')).toMatchObject({ state: 'input-available' });
+  });
+
+  it('continues a chat on another instance that shares the store and the session log', async () => {
+    const store = createMemoryInteractionStore();
+    const sessions = { log: createMemorySessionLog(), bus: createMemoryEventBus() };
+    const one = setup({ store, sessions });
+    const two = setup({ store, sessions });
+    const chat = new TestChat({ id: 'chat-shared', transport: one.transport('token-a'), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
+    await chat.sendMessage({ text: OBJECTIVE });
+    await settled(chat);
+
+    const elsewhere = new TestChat({ id: 'chat-shared', messages: chat.messages, transport: two.transport('token-a'), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
+    await answerName(elsewhere, 'Ada');
+    await pickChoice(elsewhere, 'noon');
+    expect(textOf(lastAssistant(elsewhere))).toContain('Hello, Ada! You chose noon.');
+    expect(two.exchanges).toHaveLength(2);
+  });
+
+  it('refuses an answer that is not one of the choices, naming the field, and keeps the question open', async () => {
+    const { transport, exchanges } = setup();
+    const chat = new TestChat({ id: 'chat-bad', transport: transport(), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
+    await chat.sendMessage({ text: OBJECTIVE });
+    await settled(chat);
+    await answerName(chat, 'Ada');
+    const choose = toolPart(lastAssistant(chat), 'chat_present_choices');
+    await chat.addToolOutput({ tool: 'chat_present_choices', toolCallId: choose.toolCallId, output: { selected: { ids: ['midnight'] } } });
+    await expect(settled(chat)).rejects.toThrow(/BAD_REQUEST/);
+    const refusal = exchanges.at(-1);
+    expect(refusal?.status).toBe(400);
+    expect(refusal?.stream).toMatch(/messages\[1\]\.parts\[\d+\]\.output\.selected\.ids\[0\]: \\"midnight\\" is not one of the choices \(sunrise, noon, sunset\)/);
+
+    // The same question, answered properly, goes on.
+    const retry = new TestChat({ id: 'chat-bad', messages: chat.messages.map((message) => structuredClone(message)), transport: transport(), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
+    await pickChoice(retry, 'noon');
+    expect(textOf(lastAssistant(retry))).toContain('You chose noon.');
+  });
+
+  it('asks for consent as a tool approval and runs the call once the user approves', async () => {
+    const backend = createScriptedBackendClient((request) => {
+      if ((request.body.tools ?? []).some((tool) => 'urlContext' in tool)) return [textChunk('The page says hello.')];
+      const last = request.body.contents.at(-1)?.parts[0]?.functionResponse;
+      if (last?.name === 'generate_text') return [functionCallChunk('system_objective_fulfilled', { objective_outcome: `Read: ${String(last.response.text ?? last.response.error)}` })];
+      return [thoughtChunk('I should read the page'), functionCallChunk('generate_text', { prompt: 'Summarise https://example.com', url_context: true, output_format: 'text' })];
+    });
+    const { transport } = setup({ backend });
+    const predicate = (options: { messages: AgentUIMessage[] }) =>
+      lastAssistantMessageIsCompleteWithToolCalls(options) || lastAssistantMessageIsCompleteWithApprovalResponses(options);
+    const chat = new TestChat({ id: 'chat-consent', transport: transport(), sendAutomaticallyWhen: predicate });
+    await chat.sendMessage({ text: 'Summarise https://example.com' });
+    await settled(chat);
+    const generate = toolPart(lastAssistant(chat), 'generate_text');
+    expect(generate).toMatchObject({ state: 'approval-requested' });
+    const suspend = lastAssistant(chat).parts.find((part) => part.type === 'data-suspend');
+    expect(suspend).toMatchObject({ data: { event: { type: 'queryConsent', consentType: 'GET_ANY_WEBPAGE' } } });
+
+    await chat.addToolApprovalResponse({ id: (generate as { approval: { id: string } }).approval.id, approved: true });
+    await settled(chat);
+    const message = lastAssistant(chat);
+    expect(toolPart(message, 'generate_text')).toMatchObject({ state: 'output-available', output: { text: 'The page says hello.' } });
+    expect(textOf(message)).toContain('Read: The page says hello.');
+  });
+
+  it('sends a run that fails as an error chunk carrying its code, and starts a new run on the next message with what was said', async () => {
+    let failing = true;
+    const seen: string[] = [];
+    const backend = createScriptedBackendClient((request) => {
+      seen.push(JSON.stringify(request.body.contents[0]));
+      if (failing) throw new AgentError('MODEL_ERROR', 'The model refused the request');
+      return [functionCallChunk('system_objective_fulfilled', { objective_outcome: 'Second try worked.' })];
+    });
+    const { transport, exchanges } = setup({ backend });
+    const chat = new TestChat({ id: 'chat-error', transport: transport(), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
+    await chat.sendMessage({ text: 'Say something' });
+    await expect(settled(chat)).rejects.toThrow(/The model refused the request/);
+    const chunks = chunksOf(exchanges[0]?.stream ?? '');
+    expect(chunks).toContainEqual({ type: 'data-error', data: expect.objectContaining({ code: 'MODEL_ERROR' }) });
+    expect(chunks.at(-1)).toEqual({ type: 'error', errorText: expect.stringContaining('The model refused the request') });
+
+    failing = false;
+    await chat.sendMessage({ text: 'Try again' });
+    await settled(chat);
+    expect(textOf(lastAssistant(chat))).toContain('Second try worked.');
+    expect(seen.at(-1)).toContain('Earlier in this conversation');
+    expect(seen.at(-1)).toContain('User: Say something');
+  });
+
+  it('answers bad requests with coded JSON errors naming the field', async () => {
+    const { handler } = setup();
+    const post = (body: unknown, headers: Record<string, string> = { 'content-type': 'application/json' }) =>
+      handler(new Request(API, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) }));
+
+    const badId = await post({ id: '../etc', messages: [{ id: 'm', role: 'user', parts: [{ type: 'text', text: 'Hi' }] }] });
+    expect(badId.status).toBe(400);
+    expect(await badId.json()).toMatchObject({ error: { code: 'BAD_REQUEST', message: expect.stringMatching(/^id: expected 1 to 128 letters/) } });
+
+    const remote = await post({ id: 'c1', messages: [{ id: 'm', role: 'user', parts: [{ type: 'file', mediaType: 'image/png', url: 'http://169.254.169.254/x.png' }] }] });
+    expect(await remote.json()).toMatchObject({ error: { code: 'BAD_REQUEST', message: expect.stringMatching(/^messages\[0\]\.parts\[0\]\.url: expected a base64 data: URL/) } });
+
+    const noRun = await post({ id: 'c2', messages: [{ id: 'm', role: 'assistant', parts: [] }] });
+    expect(noRun.status).toBe(404);
+    expect(await noRun.json()).toMatchObject({ error: { code: 'INTERACTION_NOT_FOUND' } });
+
+    const text = await post('hello', { 'content-type': 'text/plain' });
+    expect(text.status).toBe(415);
+
+    const tooMany = createUiMessageStreamHandler({ createPorts: () => ({ backend: simulatedBackend().backend, store: createMemoryInteractionStore() }), maxMessages: 2 });
+    const many = await tooMany(new Request(API, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: 'c3', messages: Array.from({ length: 3 }, (_, index) => ({ id: `m${index}`, role: 'user', parts: [] })) }) }));
+    expect(await many.json()).toMatchObject({ error: { code: 'BAD_REQUEST', message: expect.stringMatching(/^messages: /) } });
+
+    const elsewhere = await handler(new Request('http://chat.test/api/other', { method: 'POST' }));
+    expect(elsewhere.status).toBe(404);
+  });
+
+  it('streams the UI message stream protocol: its header, a start with the message id, [DONE] at the end', async () => {
+    const { handler } = setup();
+    const response = await handler(
+      new Request(API, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ id: 'c-raw', trigger: 'submit-message', messages: [{ id: 'u1', role: 'user', parts: [{ type: 'text', text: OBJECTIVE }] }] }),
+      }),
+    );
+    expect(response.headers.get('x-vercel-ai-ui-message-stream')).toBe('v1');
+    const data: string[] = [];
+    for await (const event of parseSseStream(response.body as ReadableStream<Uint8Array>)) data.push(event.data);
+    expect(JSON.parse(data[0] as string)).toMatchObject({ type: 'start', messageId: expect.any(String) });
+    expect(data.at(-1)).toBe('[DONE]');
+    const types = data.slice(0, -1).map((item) => (JSON.parse(item) as { type: string }).type);
+    expect(types).toEqual(expect.arrayContaining(['start-step', 'reasoning-start', 'reasoning-delta', 'reasoning-end', 'tool-input-available', 'tool-output-available', 'data-usage', 'finish-step', 'data-suspend', 'finish']));
+  });
+});
