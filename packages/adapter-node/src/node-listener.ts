@@ -100,25 +100,68 @@ async function serveOne(
   };
   controller.signal.addEventListener('abort', stop, { once: true });
   try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      if (!outgoing.write(value)) {
-        await new Promise<void>((resolve) => {
-          const settle = (): void => {
-            outgoing.off('drain', settle);
-            outgoing.off('close', settle);
-            resolve();
-          };
-          outgoing.on('drain', settle);
-          outgoing.on('close', settle);
-        });
-      }
-      if (controller.signal.aborted) return;
-    }
-    outgoing.end();
+    await writeBatched(reader, outgoing, controller.signal);
   } finally {
     controller.signal.removeEventListener('abort', stop);
+  }
+}
+
+/** Most bytes gathered before they are written without waiting for the event loop to come round. */
+const MAX_BATCH_BYTES = 64 * 1024;
+
+/**
+ * Copies a response body to the socket, gathering what the body yields within one turn of the
+ * event loop (up to {@link MAX_BATCH_BYTES}) into one write: a stream of many small events costs
+ * one socket write per batch, not one per event. Backpressure holds: once the socket's buffer is
+ * full, nothing more is read from the body until it drains, so a slow client never makes the
+ * server buffer without bound.
+ */
+async function writeBatched(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  outgoing: ServerResponse,
+  signal: AbortSignal,
+): Promise<void> {
+  let pending: Uint8Array[] = [];
+  let pendingBytes = 0;
+  let scheduled: ReturnType<typeof setImmediate> | undefined;
+  let blocked: Promise<void> | undefined;
+  const waitForDrain = (): Promise<void> =>
+    new Promise<void>((resolve) => {
+      const settle = (): void => {
+        outgoing.off('drain', settle);
+        outgoing.off('close', settle);
+        blocked = undefined;
+        resolve();
+      };
+      outgoing.on('drain', settle);
+      outgoing.on('close', settle);
+    });
+  const flush = (): void => {
+    if (scheduled !== undefined) clearImmediate(scheduled);
+    scheduled = undefined;
+    if (pendingBytes === 0 || outgoing.destroyed) return;
+    const batch = pending.length === 1 ? (pending[0] as Uint8Array) : Buffer.concat(pending, pendingBytes);
+    pending = [];
+    pendingBytes = 0;
+    if (!outgoing.write(batch)) blocked ??= waitForDrain();
+  };
+  try {
+    for (;;) {
+      if (blocked) await blocked;
+      if (signal.aborted) return;
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (value.byteLength === 0) continue;
+      pending.push(value);
+      pendingBytes += value.byteLength;
+      if (pendingBytes >= MAX_BATCH_BYTES) flush();
+      else scheduled ??= setImmediate(flush);
+    }
+    if (signal.aborted) return;
+    flush();
+    outgoing.end();
+  } finally {
+    if (scheduled !== undefined) clearImmediate(scheduled);
   }
 }
 
