@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import { AgentError } from '@org/core';
 
@@ -217,33 +217,37 @@ export function serve(options: ServeOptions): Promise<RunningServer> {
   const headersTimeout = Math.min(positive(options.headersTimeoutMs, SERVE_DEFAULTS.headersTimeoutMs, 'headersTimeoutMs'), requestTimeout);
   const keepAliveTimeout = positive(options.keepAliveTimeoutMs, SERVE_DEFAULTS.keepAliveTimeoutMs, 'keepAliveTimeoutMs');
   const maxConnections = positive(options.maxConnections, SERVE_DEFAULTS.maxConnections, 'maxConnections');
-  const server = createServer(
-    {
-      headersTimeout,
-      requestTimeout,
-      keepAliveTimeout,
-      // How often Node looks for requests over their time; by default only every 30 s.
-      connectionsCheckingInterval: Math.min(30_000, Math.max(50, Math.floor(headersTimeout / 4))),
-    },
-    createNodeListener(options.handler),
-  );
-  server.maxConnections = maxConnections;
-  const host = options.host ?? '127.0.0.1';
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, host, () => {
-      server.off('error', reject);
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : (options.port ?? 0);
-      const urlHost = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? 'localhost' : host;
-      resolve({
-        url: `http://${urlHost}:${port}`,
-        port,
-        close: () =>
-          new Promise<void>((done) => {
-            server.closeAllConnections();
-            server.close(() => done());
-          }),
+  // Loaded here rather than with the package: a process that only uses the fetch or the stores
+  // never pays for loading node:http.
+  return import('node:http').then(({ createServer }) => {
+    const server = createServer(
+      {
+        headersTimeout,
+        requestTimeout,
+        keepAliveTimeout,
+        // How often Node looks for requests over their time; by default only every 30 s.
+        connectionsCheckingInterval: Math.min(30_000, Math.max(50, Math.floor(headersTimeout / 4))),
+      },
+      createNodeListener(options.handler),
+    );
+    server.maxConnections = maxConnections;
+    const host = options.host ?? '127.0.0.1';
+    return new Promise<RunningServer>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port ?? 0, host, () => {
+        server.off('error', reject);
+        const address = server.address();
+        const port = typeof address === 'object' && address ? address.port : (options.port ?? 0);
+        const urlHost = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? 'localhost' : host;
+        resolve({
+          url: `http://${urlHost}:${port}`,
+          port,
+          close: () =>
+            new Promise<void>((done) => {
+              server.closeAllConnections();
+              server.close(() => done());
+            }),
+        });
       });
     });
   });
