@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { LLMContent } from '../protocol/content.js';
 import type { GenerateContentRequest, GenerateContentResponse } from '../protocol/gemini.js';
 import { createGeminiBackendClient } from './gemini-backend-client.js';
 import { createPrefixCache } from './prefix-cache.js';
@@ -74,7 +75,7 @@ const declarations = (names: string[]) => [
 ];
 
 function body(turn: number, names = ['a', 'b', 'c']): GenerateContentRequest {
-  const contents = [];
+  const contents: LLMContent[] = [];
   for (let index = 0; index <= turn; index += 1) contents.push({ role: 'user', parts: [{ text: `message ${index}` }] });
   return {
     contents,

@@ -7,7 +7,7 @@ describe('createRequestSerializer', () => {
   it('gives the same JSON as JSON.stringify, request after request of a growing history', () => {
     const serialize = createRequestSerializer();
     const contents: LLMContent[] = [{ role: 'user', parts: [{ text: 'line "one"\n' }] }];
-    const settings = { generationConfig: { temperature: 1 }, tools: [{ functionDeclarations: [{ name: 'f' }] }] };
+    const settings = { generationConfig: { temperature: 1 }, tools: [{ functionDeclarations: [{ name: 'f', description: 'Does f.' }] }] };
     for (let turn = 0; turn < 5; turn += 1) {
       const body: GenerateContentRequest = { contents: contents.slice(), ...settings };
       expect(JSON.parse(serialize(body))).toEqual(JSON.parse(JSON.stringify(body)));
