@@ -93,7 +93,7 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
           await sleep(Math.min(maxDelayMs, hinted ?? backoff * (0.5 + Math.random() * 0.5)), signal);
         }
       };
-      const cached = prefixCache ? await cachedPrefixOf(prefixCache, identity, model, body, jsonRequest, signal) : undefined;
+      const cached = prefixCache ? await cachedPrefixOf(prefixCache, { baseUrl, identity }, model, body, jsonRequest, signal) : undefined;
       let response: Response;
       if (cached) {
         try {
@@ -101,7 +101,7 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
         } catch (error) {
           // A cached prefix the provider no longer knows (or refuses): this request and the next
           // ones go whole. Rate limits and outages are not the cache's fault.
-          if (!(error instanceof AgentError) || !CACHE_FAILURES.has(error.code)) throw error;
+          if (!isCacheFailure(error)) throw error;
           prefixCache?.invalidate(cached.key, cached.name);
           response = await open(serialize(body));
         }
@@ -138,8 +138,16 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
   };
 }
 
-/** Errors of a request with a cached prefix after which it is sent again whole. */
-const CACHE_FAILURES: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['MODEL_ERROR', 'NOT_FOUND', 'UNAUTHENTICATED']);
+/**
+ * Whether a request naming a cached prefix failed because of it: the prefix is gone or not this
+ * credential's (404, 403), or Gemini refused it (a 400 that names the cached content). Such a
+ * request is sent again whole.
+ */
+function isCacheFailure(error: unknown): boolean {
+  if (!(error instanceof AgentError)) return false;
+  if (error.code === 'NOT_FOUND' || error.code === 'UNAUTHENTICATED') return true;
+  return error.code === 'MODEL_ERROR' && /cache/i.test(error.message);
+}
 /** How long creating or extending a cached prefix may take before the request goes whole. */
 const CACHE_CALL_TIMEOUT_MS = 10_000;
 
@@ -161,7 +169,7 @@ type JsonRequest = (method: string, url: string, body: unknown, signal?: AbortSi
  */
 async function cachedPrefixOf(
   table: PrefixCacheTable,
-  identity: string,
+  client: { baseUrl: string; identity: string },
   model: string,
   body: GenerateContentRequest,
   jsonRequest: JsonRequest,
@@ -175,9 +183,9 @@ async function cachedPrefixOf(
   const prefixJson = JSON.stringify(prefix);
   if (prefixJson.length < table.minPrefixBytes) return undefined;
   const modelName = model.startsWith('models/') ? model : `models/${model}`;
-  const key = `${identity}\n${modelName}\n${prefixJson}`;
+  const key = `${client.identity}\n${modelName}\n${prefixJson}`;
   const ttl = `${Math.round(table.ttlMs / 1000)}s`;
-  const baseUrl = identity.slice(0, identity.indexOf('\n'));
+  const { baseUrl } = client;
   const create = async (): Promise<CachedPrefix> =>
     cachedPrefixFrom(await jsonRequest('POST', `${baseUrl}/cachedContents`, { model: modelName, ...prefix, contents: [], ttl }, AbortSignal.timeout(CACHE_CALL_TIMEOUT_MS)));
   const extend = async (name: string): Promise<CachedPrefix> =>
