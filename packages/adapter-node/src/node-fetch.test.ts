@@ -53,4 +53,21 @@ describe('createNodeFetch', () => {
       await new Promise((resolve) => server.close(resolve));
     }
   });
+
+  it('loads undici only when the first request goes out, and refuses requests once closed', async () => {
+    const probe = `
+      const { createNodeFetch } = await import(${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)});
+      const loaded = () => Object.keys(require.cache ?? {}).some((name) => name.includes('undici'));
+      const pooled = createNodeFetch();
+      const before = loaded();
+      await pooled('http://127.0.0.1:9/').catch(() => undefined);
+      const after = loaded();
+      await pooled.close();
+      const refused = await pooled('http://127.0.0.1:9/').then(() => 'sent', (error) => error.cause.message);
+      console.log(JSON.stringify({ before, after, refused }));
+    `;
+    const { execFileSync } = await import('node:child_process');
+    const output = execFileSync(process.execPath, ['--input-type=commonjs', '-e', `(async () => { ${probe} })()`], { encoding: 'utf8' });
+    expect(JSON.parse(output)).toEqual({ before: false, after: true, refused: 'This fetch was closed' });
+  });
 });

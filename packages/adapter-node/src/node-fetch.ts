@@ -1,4 +1,3 @@
-import { Agent, fetch as undiciFetch } from 'undici';
 
 /** Options of {@link createNodeFetch}. */
 export interface NodeFetchOptions {
@@ -14,9 +13,12 @@ export interface NodeFetchOptions {
 /** A standard `fetch` backed by one pooled keep-alive undici agent, with `close()` to release it. */
 export type NodeFetch = typeof fetch & { close(): Promise<void> };
 
+type Undici = typeof import('undici');
+
 /**
  * Creates the `fetch` the ports use in Node: undici with a pooled keep-alive agent, so every model
- * request of a run reuses warm connections.
+ * request of a run reuses warm connections. undici is loaded on the first request, so a process
+ * that never sends one (or imports this package only for its server) does not pay for loading it.
  *
  * @example
  * ```ts
@@ -25,11 +27,27 @@ export type NodeFetch = typeof fetch & { close(): Promise<void> };
  * ```
  */
 export function createNodeFetch(options: NodeFetchOptions = {}): NodeFetch {
-  const agent = new Agent({
-    ...(options.connections === undefined ? {} : { connections: options.connections }),
-    keepAliveTimeout: options.keepAliveTimeout ?? 30_000,
-  });
-  const pooled = (input: Parameters<typeof fetch>[0], init?: RequestInit) =>
-    undiciFetch(input as Parameters<typeof undiciFetch>[0], { ...(init as object), dispatcher: agent } as Parameters<typeof undiciFetch>[1]);
-  return Object.assign(pooled as unknown as typeof fetch, { close: () => agent.close() });
+  let undici: Promise<Undici> | undefined;
+  let agent: InstanceType<Undici['Agent']> | undefined;
+  let closed = false;
+  const pooled = async (input: Parameters<typeof fetch>[0], init?: RequestInit): Promise<Response> => {
+    if (closed) throw new TypeError('fetch failed', { cause: new Error('This fetch was closed') });
+    const loaded = await (undici ??= import('undici'));
+    agent ??= new loaded.Agent({
+      ...(options.connections === undefined ? {} : { connections: options.connections }),
+      keepAliveTimeout: options.keepAliveTimeout ?? 30_000,
+    });
+    const response = await loaded.fetch(
+      input as Parameters<Undici['fetch']>[0],
+      { ...(init as object), dispatcher: agent } as Parameters<Undici['fetch']>[1],
+    );
+    return response as unknown as Response;
+  };
+  const close = async (): Promise<void> => {
+    closed = true;
+    // A request that is loading undici right now still gets its agent closed with the others.
+    if (undici) await undici.catch(() => undefined);
+    await agent?.close();
+  };
+  return Object.assign(pooled as unknown as typeof fetch, { close });
 }

@@ -222,3 +222,88 @@ describe('adapter-node: connection limits', () => {
     expect(() => serve({ handler: async () => new Response(), maxConnections: Number.NaN })).toThrow(/maxConnections/);
   });
 });
+
+/** Sends a raw GET and reads the raw answer until the connection closes. */
+function rawGet(url: string, path: string): Promise<string> {
+  const { port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), '127.0.0.1');
+    let text = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => (text += chunk));
+    socket.on('end', () => resolve(text));
+    socket.on('error', reject);
+    socket.write(`GET ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n`);
+  });
+}
+
+/** The chunk frames of a chunked HTTP/1.1 body, in order. */
+function chunkFrames(raw: string): string[] {
+  let rest = raw.slice(raw.indexOf('\r\n\r\n') + 4);
+  const frames: string[] = [];
+  for (;;) {
+    const lineEnd = rest.indexOf('\r\n');
+    const size = Number.parseInt(rest.slice(0, lineEnd), 16);
+    if (!(size > 0)) return frames;
+    frames.push(rest.slice(lineEnd + 2, lineEnd + 2 + size));
+    rest = rest.slice(lineEnd + 2 + size + 2);
+  }
+}
+
+describe('adapter-node: streaming responses', () => {
+  it('writes the events a body yields at once as one chunk, in order, and the rest as they come', async () => {
+    const encoder = new TextEncoder();
+    server = await serve({
+      handler: async () =>
+        new Response(
+          new ReadableStream<Uint8Array>({
+            async start(controller) {
+              for (let index = 0; index < 1000; index += 1) controller.enqueue(encoder.encode(`data: {"n":${index}}\n\n`));
+              await new Promise((resolve) => setTimeout(resolve, 30));
+              controller.enqueue(encoder.encode('data: "late"\n\n'));
+              controller.close();
+            },
+          }),
+          { headers: { 'content-type': 'text/event-stream' } },
+        ),
+    });
+    const frames = chunkFrames(await rawGet(server.url, '/events'));
+    const expected = Array.from({ length: 1000 }, (_, index) => `data: {"n":${index}}\n\n`).join('');
+    expect(frames).toEqual([expected, 'data: "late"\n\n']);
+  });
+
+  it('stops reading the body while a client does not read, so the server never buffers without bound', async () => {
+    let produced = 0;
+    const chunk = new Uint8Array(64 * 1024).fill(97);
+    server = await serve({
+      handler: async () =>
+        new Response(
+          new ReadableStream<Uint8Array>({
+            pull(controller) {
+              produced += chunk.byteLength;
+              controller.enqueue(chunk);
+            },
+          }),
+        ),
+    });
+    const { port } = new URL(server.url);
+    const socket = connect(Number(port), '127.0.0.1');
+    socket.write('GET /endless HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n');
+    socket.pause();
+    try {
+      // Whatever the kernel's socket buffers take, the body stops being read once they are full.
+      let settled = -1;
+      await expect
+        .poll(async () => {
+          const before = produced;
+          await new Promise((resolve) => setTimeout(resolve, 150));
+          settled = produced;
+          return produced === before && produced > 0;
+        }, { timeout: 10_000, interval: 10 })
+        .toBe(true);
+      expect(settled).toBeLessThan(64 * 1024 * 1024);
+    } finally {
+      socket.destroy();
+    }
+  });
+});

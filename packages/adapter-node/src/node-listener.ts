@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import { AgentError } from '@org/core';
 
@@ -100,25 +100,68 @@ async function serveOne(
   };
   controller.signal.addEventListener('abort', stop, { once: true });
   try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      if (!outgoing.write(value)) {
-        await new Promise<void>((resolve) => {
-          const settle = (): void => {
-            outgoing.off('drain', settle);
-            outgoing.off('close', settle);
-            resolve();
-          };
-          outgoing.on('drain', settle);
-          outgoing.on('close', settle);
-        });
-      }
-      if (controller.signal.aborted) return;
-    }
-    outgoing.end();
+    await writeBatched(reader, outgoing, controller.signal);
   } finally {
     controller.signal.removeEventListener('abort', stop);
+  }
+}
+
+/** Most bytes gathered before they are written without waiting for the event loop to come round. */
+const MAX_BATCH_BYTES = 64 * 1024;
+
+/**
+ * Copies a response body to the socket, gathering what the body yields within one turn of the
+ * event loop (up to {@link MAX_BATCH_BYTES}) into one write: a stream of many small events costs
+ * one socket write per batch, not one per event. Backpressure holds: once the socket's buffer is
+ * full, nothing more is read from the body until it drains, so a slow client never makes the
+ * server buffer without bound.
+ */
+async function writeBatched(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  outgoing: ServerResponse,
+  signal: AbortSignal,
+): Promise<void> {
+  let pending: Uint8Array[] = [];
+  let pendingBytes = 0;
+  let scheduled: ReturnType<typeof setImmediate> | undefined;
+  let blocked: Promise<void> | undefined;
+  const waitForDrain = (): Promise<void> =>
+    new Promise<void>((resolve) => {
+      const settle = (): void => {
+        outgoing.off('drain', settle);
+        outgoing.off('close', settle);
+        blocked = undefined;
+        resolve();
+      };
+      outgoing.on('drain', settle);
+      outgoing.on('close', settle);
+    });
+  const flush = (): void => {
+    if (scheduled !== undefined) clearImmediate(scheduled);
+    scheduled = undefined;
+    if (pendingBytes === 0 || outgoing.destroyed) return;
+    const batch = pending.length === 1 ? (pending[0] as Uint8Array) : Buffer.concat(pending, pendingBytes);
+    pending = [];
+    pendingBytes = 0;
+    if (!outgoing.write(batch)) blocked ??= waitForDrain();
+  };
+  try {
+    for (;;) {
+      if (blocked) await blocked;
+      if (signal.aborted) return;
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (value.byteLength === 0) continue;
+      pending.push(value);
+      pendingBytes += value.byteLength;
+      if (pendingBytes >= MAX_BATCH_BYTES) flush();
+      else scheduled ??= setImmediate(flush);
+    }
+    if (signal.aborted) return;
+    flush();
+    outgoing.end();
+  } finally {
+    if (scheduled !== undefined) clearImmediate(scheduled);
   }
 }
 
@@ -174,33 +217,37 @@ export function serve(options: ServeOptions): Promise<RunningServer> {
   const headersTimeout = Math.min(positive(options.headersTimeoutMs, SERVE_DEFAULTS.headersTimeoutMs, 'headersTimeoutMs'), requestTimeout);
   const keepAliveTimeout = positive(options.keepAliveTimeoutMs, SERVE_DEFAULTS.keepAliveTimeoutMs, 'keepAliveTimeoutMs');
   const maxConnections = positive(options.maxConnections, SERVE_DEFAULTS.maxConnections, 'maxConnections');
-  const server = createServer(
-    {
-      headersTimeout,
-      requestTimeout,
-      keepAliveTimeout,
-      // How often Node looks for requests over their time; by default only every 30 s.
-      connectionsCheckingInterval: Math.min(30_000, Math.max(50, Math.floor(headersTimeout / 4))),
-    },
-    createNodeListener(options.handler),
-  );
-  server.maxConnections = maxConnections;
-  const host = options.host ?? '127.0.0.1';
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, host, () => {
-      server.off('error', reject);
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : (options.port ?? 0);
-      const urlHost = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? 'localhost' : host;
-      resolve({
-        url: `http://${urlHost}:${port}`,
-        port,
-        close: () =>
-          new Promise<void>((done) => {
-            server.closeAllConnections();
-            server.close(() => done());
-          }),
+  // Loaded here rather than with the package: a process that only uses the fetch or the stores
+  // never pays for loading node:http.
+  return import('node:http').then(({ createServer }) => {
+    const server = createServer(
+      {
+        headersTimeout,
+        requestTimeout,
+        keepAliveTimeout,
+        // How often Node looks for requests over their time; by default only every 30 s.
+        connectionsCheckingInterval: Math.min(30_000, Math.max(50, Math.floor(headersTimeout / 4))),
+      },
+      createNodeListener(options.handler),
+    );
+    server.maxConnections = maxConnections;
+    const host = options.host ?? '127.0.0.1';
+    return new Promise<RunningServer>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port ?? 0, host, () => {
+        server.off('error', reject);
+        const address = server.address();
+        const port = typeof address === 'object' && address ? address.port : (options.port ?? 0);
+        const urlHost = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? 'localhost' : host;
+        resolve({
+          url: `http://${urlHost}:${port}`,
+          port,
+          close: () =>
+            new Promise<void>((done) => {
+              server.closeAllConnections();
+              server.close(() => done());
+            }),
+        });
       });
     });
   });

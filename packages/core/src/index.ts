@@ -107,12 +107,14 @@ export type {
 
 // Server-sent events
 export {
+  createSseEventStream,
   createSseParser,
   encodeSseComment,
   encodeSseEvent,
   parseSseStream,
   type SseEvent,
   type SseEventOptions,
+  type SseEventStreamOptions,
   type SseParser,
   type SseParserOptions,
 } from './sse/index.js';

@@ -1,6 +1,12 @@
 #!/usr/bin/env node
-import { startDevServer, type DevServer } from './dev-server.js';
-import { readModelBackendConfig } from './model-backend-env.js';
+import nodeModule from 'node:module';
+import type { DevServer } from './dev-server.js';
+
+// Node 22.1 and later keep the compiled code of the modules loaded below on disk, so every later
+// start skips compiling them; older versions have no such cache and start as before.
+(nodeModule as { enableCompileCache?: () => unknown }).enableCompileCache?.();
+const { startDevServer } = await import('./dev-server.js');
+const { readModelBackendConfig } = await import('./model-backend-env.js');
 
 /** Reads `--port <n>` / `--port=<n>`, then `PORT`, then 8080. */
 function readPort(argv: readonly string[]): number {

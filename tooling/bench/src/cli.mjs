@@ -30,7 +30,7 @@ function integer(name, fallback, minimum) {
 /** @returns {BenchConfig} */
 function readConfig() {
   const quick = process.env.BENCH_QUICK === '1';
-  const turnCounts = (process.env.TURN_COUNTS || '5,50,200').split(',').map((text) => Number(text.trim()));
+  const turnCounts = (process.env.TURN_COUNTS || (quick ? '5,50,200' : '5,50,200,1000')).split(',').map((text) => Number(text.trim()));
   if (turnCounts.some((turns) => !Number.isInteger(turns) || turns < 2 || turns > 10_000)) {
     throw new Error('TURN_COUNTS must list whole numbers from 2 to 10000, e.g. 5,50,200');
   }
@@ -91,7 +91,8 @@ async function main() {
   progress(`# @org/bench: ${plan.size} measurements x ${config.reps} repetitions, N=${config.runs}${config.quick ? ' (quick)' : ''}`);
 
   const mock = await startMock(config);
-  const context = { mock, chunkChars: config.chunkChars, model: config.model, timeoutSeconds: config.timeoutSeconds };
+  const compileCache = process.env.BENCH_COMPILE_CACHE === '0' ? undefined : path.join(os.tmpdir(), 'org-bench-compile-cache');
+  const context = { mock, chunkChars: config.chunkChars, model: config.model, timeoutSeconds: config.timeoutSeconds, compileCache };
   /** @type {import('./measure.mjs').Sample[]} */
   const samples = [];
   try {

@@ -10,7 +10,7 @@ import { expectedAnswer } from './mock/scenario.mjs';
 import { killGroup, listeningUrl, startNode } from './processes.mjs';
 
 /**
- * @typedef {'floor' | 'ours' | 'ours-server'} ContenderName
+ * @typedef {'floor' | 'ours' | 'ours-server' | 'sse-server' | 'resume'} ContenderName
  * @typedef {'mock' | 'in-process' | 'http'} BackendKind
  */
 
@@ -21,6 +21,8 @@ import { killGroup, listeningUrl, startNode } from './processes.mjs';
  * @property {BackendKind} backend `http`: our server process behind loopback, driven by a client process, with the mock as its model
  * @property {number} turns model turns per run
  * @property {number} runs runs per process
+ * @property {string} [variant] passed to the contender as BENCH_VARIANT (`prefix-on`, `event-stream`, `global-fetch`, ...)
+ * @property {Record<string, string>} [env] more settings for the contender
  */
 
 /**
@@ -38,6 +40,7 @@ import { killGroup, listeningUrl, startNode } from './processes.mjs';
  * @property {{ checked: number, violations: number, first: string | null }} signatures
  * @property {number} mockCpuPerRunMs the mock's CPU per run (0 in process)
  * @property {Sample | undefined} client for `http`: the client process's own figures
+ * @property {Record<string, number>} figures figures of their own that some contenders report, and what the mock saw
  * @property {string[]} problems why the sample cannot be trusted (empty when it can)
  */
 
@@ -54,6 +57,7 @@ import { killGroup, listeningUrl, startNode } from './processes.mjs';
  * @property {number} chunkChars
  * @property {string} model
  * @property {number} timeoutSeconds
+ * @property {string} [compileCache] folder for Node's module compile cache (NODE_COMPILE_CACHE)
  */
 
 /**
@@ -62,10 +66,16 @@ import { killGroup, listeningUrl, startNode } from './processes.mjs';
  * @param {BackendKind} backend
  * @param {number} turns
  * @param {number} runs
+ * @param {string} [variant]
+ * @param {Record<string, string>} [env]
  * @returns {Measurement}
  */
-export function measurement(contender, backend, turns, runs) {
-  return { id: `${contender}/${backend}/${turns}-turns/${runs}-runs`, contender, backend, turns, runs };
+export function measurement(contender, backend, turns, runs, variant, env) {
+  /** @type {Measurement} */
+  const spec = { id: `${contender}/${backend}/${turns}-turns/${runs}-runs${variant ? `/${variant}` : ''}`, contender, backend, turns, runs };
+  if (variant) spec.variant = variant;
+  if (env) spec.env = env;
+  return spec;
 }
 
 /**
@@ -87,18 +97,33 @@ export async function measure(spec, rep, context) {
       BENCH_RUNS: String(spec.runs),
       BENCH_BACKEND: spec.backend === 'in-process' ? 'in-process' : 'mock',
       ...(process.env.BENCH_FETCH ? { BENCH_FETCH: process.env.BENCH_FETCH } : {}),
+      ...(spec.variant === 'global-fetch' ? { BENCH_FETCH: 'global' } : spec.variant ? { BENCH_VARIANT: spec.variant } : {}),
+      // Node 22.1+ keeps compiled module code here between processes (older Node ignores it); every contender gets it.
+      ...(context.compileCache ? { NODE_COMPILE_CACHE: context.compileCache } : {}),
+      ...spec.env,
     };
     const limit = { timeoutSeconds: context.timeoutSeconds };
     /** @type {string[]} */
     const problems = [];
     let sample;
+    if (spec.contender === 'resume') {
+      const started = startNode('contenders/resume.mjs', { ...env, BENCH_RESULT: path.join(folder, 'result.json') }, limit);
+      const exit = await started.exited;
+      problems.push(...exitProblems(spec.contender, exit, started.stderr()));
+      const result = readResult(path.join(folder, 'result.json'));
+      if (!result?.figures) problems.push('the process reported no figures');
+      const expected = `${result?.figures?.resumes ?? '?'} resumes`;
+      if (started.stdout().trim() !== expected || !(result?.figures?.resumes > 0)) problems.push(`unexpected answer: ${JSON.stringify(started.stdout().trim().slice(0, 80))}`);
+      return { ...toSample(spec, rep, undefined, []), problems, figures: result?.figures ?? {} };
+    }
     if (spec.backend === 'http') {
       const serverResult = path.join(folder, 'server.json');
-      const server = startNode('contenders/ours-server.mjs', { ...env, BENCH_RESULT: serverResult }, limit);
+      const sse = spec.contender === 'sse-server';
+      const server = startNode(sse ? 'contenders/sse-server.mjs' : 'contenders/ours-server.mjs', { ...env, BENCH_RESULT: serverResult }, limit);
       let client;
       try {
         const serverUrl = await listeningUrl(server, 'the agent server');
-        client = startNode('contenders/agent-client.mjs', { ...env, SERVER_URL: serverUrl, BENCH_RESULT: path.join(folder, 'client.json') }, limit);
+        client = startNode(sse ? 'contenders/sse-client.mjs' : 'contenders/agent-client.mjs', { ...env, SERVER_URL: serverUrl, BENCH_RESULT: path.join(folder, 'client.json') }, limit);
         const clientExit = await client.exited;
         problems.push(...exitProblems('client', clientExit, client.stderr()));
       } finally {
@@ -109,6 +134,13 @@ export async function measure(spec, rep, context) {
       sample = toSample(spec, rep, readResult(serverResult), problems);
       const clientSample = toSample(spec, rep, readResult(path.join(folder, 'client.json')), []);
       sample.client = clientSample;
+      if (sse) {
+        const events = Number(/^(\d+) events$/.exec(client.stdout().trim())?.[1] ?? Number.NaN);
+        if (!(events > 0)) problems.push(`unexpected answer: ${JSON.stringify(client.stdout().trim().slice(0, 80))}`);
+        sample.figures.eventsPerRun = events;
+        sample.figures.eventsPerCoreSecond = events / (sample.cpuPerRunMs / 1000);
+        return sample;
+      }
       checkAnswer(client.stdout(), spec, context, problems);
     } else {
       const script = `contenders/${spec.contender}.mjs`;
@@ -126,7 +158,13 @@ export async function measure(spec, rep, context) {
         violations: backend.signatures.missing + backend.signatures.mismatched,
         first: backend.signatures.firstViolation,
       };
-      if (spec.backend !== 'in-process') sample.mockCpuPerRunMs = (backend.cpuSeconds * 1000) / spec.runs;
+      if (spec.backend !== 'in-process') {
+        sample.mockCpuPerRunMs = (backend.cpuSeconds * 1000) / spec.runs;
+        sample.figures.requestBytesPerRequest = backend.requestBytes / backend.requests;
+        sample.figures.cacheCalls = backend.cacheCalls;
+        sample.figures.cacheBytes = backend.cacheBytes;
+        sample.figures.cachedRequests = backend.cachedRequests;
+      }
       if (backend.extraTurns > 0) problems.push(`${backend.extraTurns} requests went past the last turn`);
       if (backend.badRequests > 0) problems.push(`${backend.badRequests} requests the mock could not read`);
     }
@@ -198,6 +236,7 @@ function toSample(spec, rep, result, problems) {
     signatures: { checked: 0, violations: 0, first: null },
     mockCpuPerRunMs: 0,
     client: undefined,
+    figures: {},
     problems,
     backendStats: result?.backend,
   };

@@ -57,3 +57,12 @@ export function table(header, rows) {
   const line = (/** @type {string[]} */ cells) => `| ${cells.join(' | ')} |`;
   return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');
 }
+
+/**
+ * A figure a contender reported of its own (`sample.figures[name]`), NaN when it reported none.
+ * @param {Sample} sample
+ * @param {string} name
+ */
+export function figureOf(sample, name) {
+  return sample.figures[name] ?? Number.NaN;
+}

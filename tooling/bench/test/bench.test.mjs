@@ -1,7 +1,8 @@
 // @ts-check
 // The quick benchmark as a smoke test: it must run end to end (mock, floor, our runtime in
-// process, in process without HTTP, and served over HTTP), print every row of every table with
-// figures, and see every replayed thought signature intact. It asserts no timings.
+// process, in process without HTTP, served over HTTP, the SSE path, prefix caching and resumes),
+// print every row of every table with figures, and see every replayed thought signature intact.
+// It asserts no timings.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -24,7 +25,7 @@ beforeAll(async () => {
   child.stdout.setEncoding('utf8').on('data', (text) => (stdout += text));
   child.stderr.setEncoding('utf8').on('data', (text) => (stderr += text));
   exitCode = await new Promise((resolve) => child.once('close', resolve));
-}, 180_000);
+}, 300_000);
 
 afterAll(() => fs.rmSync(out, { recursive: true, force: true }));
 
@@ -46,7 +47,7 @@ function tableUnder(heading) {
 }
 
 /** A measured figure: a number with its unit, and the range when there were repetitions. */
-const FIGURE = /^\d+(\.\d+)? ?(ms|s|MB|×)( \(\d+(\.\d+)?–\d+(\.\d+)?\))?$/;
+const FIGURE = /^\d+(\.\d+)? ?(ms|s|MB|KiB|µs|k|×)( \(\d+(\.\d+)?–\d+(\.\d+)?\))?$/;
 /** Signature violations: none of the checked calls lost its signature. */
 const NO_VIOLATIONS = /^0 \/ [1-9]\d*$/;
 
@@ -72,7 +73,8 @@ describe('pnpm bench in quick mode', () => {
     for (const label of [
       'CPU per 5-turn run',
       'wall time per 5-turn run',
-      'start-up CPU (process start + first run)',
+      'start-up CPU (process start + first run), importing @org/adapter-node',
+      'start-up CPU (process start + first run), core only (global fetch)',
       'peak RSS after 20 runs',
       'peak RSS after one run',
     ]) {
@@ -83,7 +85,7 @@ describe('pnpm bench in quick mode', () => {
     expect([floor, ours]).toEqual([expect.stringMatching(NO_VIOLATIONS), expect.stringMatching(NO_VIOLATIONS)]);
   });
 
-  it('gives CPU per turn at 5, 50 and 200 turns, over the mock and in process', () => {
+  it('gives CPU per turn at 5, 50 and 200 turns (quick mode), over the mock and in process', () => {
     const rows = tableUnder('### CPU per model turn');
     expect(rows.map((cells) => cells[0])).toEqual(['5', '50', '200']);
     for (const [, runs, ...figures] of rows) {
@@ -108,12 +110,35 @@ describe('pnpm bench in quick mode', () => {
     expect([inProcess, served]).toEqual([expect.stringMatching(NO_VIOLATIONS), expect.stringMatching(NO_VIOLATIONS)]);
   });
 
+  it('gives SSE events per core-second through the handler and through the batched event stream', () => {
+    const rows = tableUnder('### SSE events per second of server CPU');
+    for (const label of ['thousand events per core-second', 'server CPU per event']) {
+      const [, handler, stream, ratio] = row(rows, label);
+      expect([handler, stream, ratio]).toEqual([expect.stringMatching(FIGURE), expect.stringMatching(FIGURE), expect.stringMatching(FIGURE)]);
+    }
+  });
+
+  it('gives the bytes per model request with and without prefix caching, every request naming the cache when it is on', () => {
+    const rows = tableUnder('### Bytes per model request');
+    const [, whole, cached, ratio] = row(rows, 'KiB per model request (5-turn runs)');
+    expect([whole, cached, ratio]).toEqual([expect.stringMatching(FIGURE), expect.stringMatching(FIGURE), expect.stringMatching(FIGURE)]);
+    expect(row(rows, 'share of requests naming a cached prefix').slice(1, 3)).toEqual(['0×', '1.00×']);
+  });
+
+  it('gives the CPU of a resume before its first event and its latency under an open-loop arrival rate', () => {
+    const rows = tableUnder('### Resuming suspended runs');
+    expect(rows).toHaveLength(4);
+    for (const [, figure] of rows) expect(figure).toMatch(FIGURE);
+  });
+
   it('keeps every sample in results.json', () => {
     const results = JSON.parse(fs.readFileSync(path.join(out, 'results.json'), 'utf8'));
-    expect(results.samples.length).toBe(13);
+    expect(results.samples.length).toBe(19);
     for (const sample of results.samples) {
       expect(sample.problems).toEqual([]);
-      expect(sample.requests).toBe(sample.turns * sample.runs);
+      if (sample.id.startsWith('ours/') || sample.id.startsWith('floor/') || sample.id.startsWith('ours-server/')) {
+        expect(sample.requests).toBe(sample.turns * sample.runs);
+      }
     }
   });
 });

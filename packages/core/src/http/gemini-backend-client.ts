@@ -1,8 +1,10 @@
 import { AgentError, type ErrorCode } from '../errors/index.js';
 import type { BackendClient } from '../ports/index.js';
-import type { GenerateContentResponse } from '../protocol/gemini.js';
+import type { GenerateContentRequest, GenerateContentResponse } from '../protocol/gemini.js';
 import { parseSseStream } from '../sse/index.js';
+import { PrefixCacheTable, type CachedPrefix, type PrefixCache } from './prefix-cache.js';
 import { redactDetails, redactSecrets, redactUrl, secretsOfUrl } from './redact.js';
+import { createRequestSerializer } from './request-json.js';
 
 /** Retry policy for transient failures (429, 503) before the first chunk arrives. */
 export interface RetryOptions {
@@ -28,6 +30,14 @@ export interface GeminiBackendClientOptions {
   headers?: Record<string, string>;
   /** Handles `executeStep` and uploads, which the Gemini API itself does not offer. */
   upstream?: BackendClient;
+  /**
+   * Caches each request's prefix (system instruction, tools and tool config) at Gemini as a
+   * `cachedContents` resource and sends only its name, instead of the whole prefix on every
+   * request. Pass one table from `createPrefixCache()` to share cached prefixes between clients,
+   * or `false` to send every request whole. Default: a table of this client's own when `baseUrl`
+   * is the Gemini API (prefixes under 16 KiB stay uncached), none for any other endpoint.
+   */
+  prefixCache?: PrefixCache | false;
 }
 
 const DEFAULT_BASE_URL = 'https://generativelanguage.googleapis.com/v1beta';
@@ -50,6 +60,12 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
   const maxAttempts = options.retry?.maxAttempts ?? 5;
   const baseDelayMs = options.retry?.baseDelayMs ?? 1000;
   const maxDelayMs = options.retry?.maxDelayMs ?? 60_000;
+  const serialize = createRequestSerializer();
+  const prefixCache = prefixCacheOf(options.prefixCache, baseUrl);
+  // Cached prefixes belong to a project: a table shared by clients keeps each credential's apart.
+  const identity = `${baseUrl}\n${options.apiKey ?? ''}\n${options.accessToken ?? ''}`;
+  const jsonRequest = (method: string, url: string, body: unknown, signal?: AbortSignal): Promise<unknown> =>
+    sendJson(options, method, url, body, signal, secrets);
   const needsUpstream = (name: string) => (): Promise<never> =>
     Promise.reject(
       new AgentError('NOT_IMPLEMENTED', `${name} needs an upstream backend; pass options.upstream to createGeminiBackendClient`),
@@ -57,25 +73,40 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
   return {
     async *streamGenerateContent(model, body, signal) {
       const url = `${baseUrl}/models/${encodeURIComponent(model)}:streamGenerateContent?alt=sse`;
-      const requestBody = JSON.stringify(body);
-      let response: Response | undefined;
-      for (let attempt = 1; ; attempt += 1) {
-        let error: AgentError;
-        try {
-          response = await send(options, url, requestBody, signal, secrets);
-          if (response.ok) break;
-          error = await toGeminiError(response, secrets);
-        } catch (failure) {
-          // Unreachable (connection refused or reset before an answer): as transient as a 503.
-          if (!(failure instanceof AgentError) || failure.code !== 'MODEL_UNAVAILABLE') throw failure;
-          error = failure;
+      const open = async (requestBody: string): Promise<Response> => {
+        for (let attempt = 1; ; attempt += 1) {
+          let error: AgentError;
+          try {
+            const response = await send(options, url, requestBody, signal, secrets);
+            if (response.ok) return response;
+            error = await toGeminiError(response, secrets);
+          } catch (failure) {
+            // Unreachable (connection refused or reset before an answer): as transient as a 503.
+            if (!(failure instanceof AgentError) || failure.code !== 'MODEL_UNAVAILABLE') throw failure;
+            error = failure;
+          }
+          const retryable = error.code === 'RATE_LIMITED' || error.code === 'MODEL_UNAVAILABLE';
+          // The loop reads `attempts` and does not retry again what was retried here.
+          if (!retryable || attempt >= maxAttempts) throw withAttempts(error, attempt);
+          const hinted = retryDelayMs(error.details);
+          const backoff = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
+          await sleep(Math.min(maxDelayMs, hinted ?? backoff * (0.5 + Math.random() * 0.5)), signal);
         }
-        const retryable = error.code === 'RATE_LIMITED' || error.code === 'MODEL_UNAVAILABLE';
-        // The loop reads `attempts` and does not retry again what was retried here.
-        if (!retryable || attempt >= maxAttempts) throw withAttempts(error, attempt);
-        const hinted = retryDelayMs(error.details);
-        const backoff = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
-        await sleep(Math.min(maxDelayMs, hinted ?? backoff * (0.5 + Math.random() * 0.5)), signal);
+      };
+      const cached = prefixCache ? await cachedPrefixOf(prefixCache, { baseUrl, identity }, model, body, jsonRequest, signal) : undefined;
+      let response: Response;
+      if (cached) {
+        try {
+          response = await open(serialize(withCachedPrefix(body, cached.name)));
+        } catch (error) {
+          // A cached prefix the provider no longer knows (or refuses): this request and the next
+          // ones go whole. Rate limits and outages are not the cache's fault.
+          if (!isCacheFailure(error)) throw error;
+          prefixCache?.invalidate(cached.key, cached.name);
+          response = await open(serialize(body));
+        }
+      } else {
+        response = await open(serialize(body));
       }
       if (!response.body) throw new AgentError('MODEL_UNAVAILABLE', 'Gemini answered without a body');
       try {
@@ -105,6 +136,121 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
       : needsUpstream('uploadGeminiFile'),
     uploadBlobFile: options.upstream ? (id, signal) => options.upstream!.uploadBlobFile(id, signal) : needsUpstream('uploadBlobFile'),
   };
+}
+
+/**
+ * Whether a request naming a cached prefix failed because of it: the prefix is gone or not this
+ * credential's (404, 403), or Gemini refused it (a 400 that names the cached content). Such a
+ * request is sent again whole.
+ */
+function isCacheFailure(error: unknown): boolean {
+  if (!(error instanceof AgentError)) return false;
+  if (error.code === 'NOT_FOUND' || error.code === 'UNAUTHENTICATED') return true;
+  return error.code === 'MODEL_ERROR' && /cache/i.test(error.message);
+}
+/** How long creating or extending a cached prefix may take before the request goes whole. */
+const CACHE_CALL_TIMEOUT_MS = 10_000;
+
+function prefixCacheOf(option: PrefixCache | false | undefined, baseUrl: string): PrefixCacheTable | undefined {
+  if (option === false) return undefined;
+  if (option instanceof PrefixCacheTable) return option;
+  if (option !== undefined) throw new AgentError('BAD_REQUEST', 'prefixCache: expected a table from createPrefixCache() or false');
+  // Only the Gemini API itself is known to offer `cachedContents`; gateways and local servers may not.
+  return baseUrl === DEFAULT_BASE_URL ? new PrefixCacheTable() : undefined;
+}
+
+type JsonRequest = (method: string, url: string, body: unknown, signal?: AbortSignal) => Promise<unknown>;
+
+/**
+ * The cached prefix a request can use instead of its own system instruction, tools and tool
+ * config, created at Gemini when there is none yet; `undefined` when the request goes whole. The
+ * key is the exact JSON of the request's own prefix, so a cached prefix is only ever used by
+ * requests that declare the very same instruction and tools.
+ */
+async function cachedPrefixOf(
+  table: PrefixCacheTable,
+  client: { baseUrl: string; identity: string },
+  model: string,
+  body: GenerateContentRequest,
+  jsonRequest: JsonRequest,
+  signal: AbortSignal | undefined,
+): Promise<{ key: string; name: string } | undefined> {
+  if (body.cachedContent !== undefined || (body.tools === undefined && body.systemInstruction === undefined)) return undefined;
+  const prefix: Record<string, unknown> = {};
+  if (body.systemInstruction !== undefined) prefix.systemInstruction = body.systemInstruction;
+  if (body.tools !== undefined) prefix.tools = body.tools;
+  if (body.toolConfig !== undefined) prefix.toolConfig = body.toolConfig;
+  const prefixJson = JSON.stringify(prefix);
+  if (prefixJson.length < table.minPrefixBytes) return undefined;
+  const modelName = model.startsWith('models/') ? model : `models/${model}`;
+  const key = `${client.identity}\n${modelName}\n${prefixJson}`;
+  const ttl = `${Math.round(table.ttlMs / 1000)}s`;
+  const { baseUrl } = client;
+  const create = async (): Promise<CachedPrefix> =>
+    cachedPrefixFrom(await jsonRequest('POST', `${baseUrl}/cachedContents`, { model: modelName, ...prefix, contents: [], ttl }, AbortSignal.timeout(CACHE_CALL_TIMEOUT_MS)));
+  const extend = async (name: string): Promise<CachedPrefix> =>
+    cachedPrefixFrom(await jsonRequest('PATCH', `${baseUrl}/${name}?updateMask=ttl`, { ttl }, AbortSignal.timeout(CACHE_CALL_TIMEOUT_MS)));
+  const resolved = table.resolve(key, create, extend);
+  const name = typeof resolved === 'string' || resolved === undefined ? resolved : await untilAborted(resolved, signal);
+  return name === undefined ? undefined : { key, name };
+}
+
+/** The name and expiry of a `cachedContents` resource as Gemini describes it. */
+function cachedPrefixFrom(value: unknown): CachedPrefix {
+  const resource = (value ?? {}) as { name?: unknown; expireTime?: unknown };
+  if (typeof resource.name !== 'string' || !/^cachedContents\/[A-Za-z0-9_-]{1,200}$/.test(resource.name)) {
+    throw new AgentError('MODEL_ERROR', 'Gemini answered a cachedContents call without a valid name');
+  }
+  const expiresAt = typeof resource.expireTime === 'string' ? Date.parse(resource.expireTime) : Number.NaN;
+  return Number.isFinite(expiresAt) ? { name: resource.name, expiresAt } : { name: resource.name };
+}
+
+/** `body` with its prefix replaced by the name of the cached one (Gemini refuses both together). */
+function withCachedPrefix(body: GenerateContentRequest, name: string): GenerateContentRequest {
+  const { systemInstruction: _instruction, tools: _tools, toolConfig: _toolConfig, ...rest } = body;
+  return { ...rest, cachedContent: name };
+}
+
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(new AgentError('ABORTED', 'Model request cancelled'));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(new AgentError('ABORTED', 'Model request cancelled'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+/** One JSON call to the Gemini API besides streaming (the `cachedContents` resource). */
+async function sendJson(
+  options: GeminiBackendClientOptions,
+  method: string,
+  url: string,
+  body: unknown,
+  signal: AbortSignal | undefined,
+  secrets: ReadonlyArray<string | undefined>,
+): Promise<unknown> {
+  let response: Response;
+  try {
+    response = await options.fetch(url, {
+      method,
+      headers: {
+        'content-type': 'application/json',
+        ...(options.apiKey ? { 'x-goog-api-key': options.apiKey } : { authorization: `Bearer ${options.accessToken}` }),
+        ...options.headers,
+      },
+      body: JSON.stringify(body),
+      ...(signal ? { signal } : {}),
+    });
+  } catch (error) {
+    throw new AgentError('MODEL_UNAVAILABLE', `Could not reach Gemini at ${redactUrl(url.split('?')[0] ?? url)}: ${redactSecrets(networkReason(error), secrets)}`);
+  }
+  if (!response.ok) throw await toGeminiError(response, secrets);
+  try {
+    return await response.json();
+  } catch {
+    throw new AgentError('MODEL_ERROR', `Gemini answered ${method} ${redactUrl(url.split('?')[0] ?? url)} with a body that is not JSON`);
+  }
 }
 
 async function send(

@@ -7,7 +7,7 @@ import {
   type FunctionGroup,
   type Suspend,
 } from '../functions/index.js';
-import { conformBody, validateHistory } from '../model/index.js';
+import { BodyConformer, HistoryValidator } from '../model/index.js';
 import type { AgentPorts } from '../ports/index.js';
 import type { JsonObject, LLMContent, Part } from '../protocol/content.js';
 import type { AgentResult } from '../protocol/events.js';
@@ -110,6 +110,9 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
   };
   const resultMetadata = new Map<string, JsonObject>();
   const unusableTurns = new UnusableTurnGuard(signal);
+  // The history only grows at its end: each request checks and conforms only what was appended.
+  const history = new HistoryValidator();
+  const conformer = new BodyConformer(ports.backend);
   addChatLogFile(session.fs, () => session.contents, () => session.chatLogSeed ?? []);
   const emitResult = (call: CallRecord, response: JsonObject): void => {
     const metadata = resultMetadata.get(call.callId);
@@ -137,9 +140,9 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
         const body = buildRequestBody(session, toolbox, capped);
         emit({ type: 'sendRequest', model: session.model, body });
         if (journal) await journal.requestStarting(session);
-        validateHistory(session.contents);
+        history.check(session.contents);
         session.turnCount += 1;
-        const sendable = await conformBody(body, ports.backend, signal);
+        const sendable = await conformer.conform(body, signal);
 
         // One controller per request: a timeout or a broken answer stops the request and the calls it started.
         const turnController = new AbortController();

@@ -51,15 +51,13 @@ export async function* guardModelStream<T>(
   let lastChunk = started;
   let timeout: AgentError | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
-  let rejectTimeout: (error: AgentError) => void = () => undefined;
-  const timedOut = new Promise<never>((_, reject) => {
-    rejectTimeout = reject;
-  });
-  timedOut.catch(() => undefined);
+  // The wait for the next chunk in progress, failed at once when the timer fires: one small
+  // promise per chunk instead of a race against a long-lived one.
+  let failWaiting: ((error: AgentError) => void) | undefined;
   const fire = (error: AgentError): void => {
     timeout = error;
     controller.abort(error);
-    rejectTimeout(error);
+    failWaiting?.(error);
   };
   const arm = (): void => {
     const now = Date.now();
@@ -69,11 +67,21 @@ export async function* guardModelStream<T>(
     else if (idleLeft <= 0) fire(new AgentError('TIMEOUT', `The model sent nothing for ${policy.idleTimeoutMs} ms`));
     else timer = setTimeout(arm, Math.min(idleLeft, totalLeft));
   };
+  const nextChunk = (): Promise<IteratorResult<T>> =>
+    new Promise<IteratorResult<T>>((resolve, reject) => {
+      if (timeout) {
+        reject(timeout);
+        return;
+      }
+      failWaiting = reject;
+      iterator.next().then(resolve, reject);
+    });
   arm();
   let done = false;
   try {
     for (;;) {
-      const next = await Promise.race([iterator.next(), timedOut]);
+      const next = await nextChunk();
+      failWaiting = undefined;
       if (next.done) {
         done = true;
         return;

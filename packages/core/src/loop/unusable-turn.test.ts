@@ -130,6 +130,29 @@ describe('turns with nothing usable', () => {
     expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
   });
 
+  it('only appends to the history: every content sent goes out again, the same object and unchanged, in every later request', async () => {
+    const listFiles = [functionCallChunk('system_list_files', { status_update: 'Looking' }, { thoughtSignature: 'sig-1' })];
+    const plan = [MALFORMED, MALFORMED, MALFORMED, listFiles, MALFORMED, MALFORMED, FULFIL];
+    const sent: Array<{ contents: readonly object[]; json: string[] }> = [];
+    const script: ScriptedTurn[] = plan.map((chunks) => (request) => {
+      const contents = request.body.contents ?? [];
+      sent.push({ contents, json: contents.map((content) => JSON.stringify(content)) });
+      return chunks;
+    });
+    const { events } = await runScript(script);
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+    // The correction after three malformed turns is a content of its own.
+    expect(sent.at(-1)?.contents.length).toBeGreaterThan(sent[0]?.contents.length ?? 0);
+    for (let index = 1; index < sent.length; index += 1) {
+      const before = sent[index - 1] as (typeof sent)[number];
+      const after = sent[index] as (typeof sent)[number];
+      before.contents.forEach((content, position) => {
+        expect(after.contents[position], `request ${index}, contents[${position}]`).toBe(content);
+        expect(JSON.stringify(content), `contents[${position}] changed after it was sent`).toBe(before.json[position]);
+      });
+    }
+  });
+
   it('applies the same rules in chat mode', async () => {
     const recovered = await runScript([NO_PARTS, [textChunk('All tidy.')]], { mode: 'chat' });
     expect(recovered.events.at(-1)).toEqual({ type: 'complete', result: { success: true, outcomes: { role: 'model', parts: [{ text: 'All tidy.' }] } } });

@@ -3,7 +3,7 @@ import type { BackendClient, UploadGeminiFileRequest } from '../ports/index.js';
 import type { LLMContent, Part } from '../protocol/content.js';
 import type { GenerateContentRequest } from '../protocol/gemini.js';
 import { createScriptedBackendClient } from '../testing/index.js';
-import { conformBody } from './conform-body.js';
+import { BodyConformer, conformBody } from './conform-body.js';
 
 const BLOB = '0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d';
 
@@ -80,5 +80,41 @@ describe('conformBody', () => {
       code: 'NOT_IMPLEMENTED',
       message: expect.stringMatching(/^contents\[1\]\.parts\[0\]\.storedData: could not upload the file for the model/),
     });
+  });
+
+  it('uploads a file of a run once, however many later requests send the content again', async () => {
+    const { backend, uploads } = uploader();
+    const conformer = new BodyConformer(backend);
+    const history: LLMContent[] = [{ role: 'user', parts: [{ storedData: { handle: `/board/blobs/${BLOB}`, mimeType: 'image/png' } }] }];
+    const first = await conformer.conform({ contents: history.slice() });
+    history.push({ role: 'model', parts: [{ text: 'a picture' }] }, { role: 'user', parts: [{ json: { more: true } }] });
+    const second = await conformer.conform({ contents: history.slice() });
+    expect(uploads).toEqual([{ blobId: BLOB }]);
+    expect(second.contents?.[0]).toBe(first.contents?.[0]);
+    expect(second.contents?.map((content) => content.parts[0])).toEqual([
+      { fileData: { fileUri: 'https://generativelanguage.googleapis.com/v1beta/files/1', mimeType: 'image/png' } },
+      { text: 'a picture' },
+      { text: '{"more":true}' },
+    ]);
+    // Another history (not the same one grown at its end) is conformed whole.
+    const other: LLMContent[] = [{ role: 'user', parts: [{ storedData: { handle: `/board/blobs/${BLOB}`, mimeType: 'image/png' } }] }];
+    await conformer.conform({ contents: other });
+    expect(uploads).toHaveLength(2);
+  });
+
+  it('conforms a content again after its upload failed', async () => {
+    let fail = true;
+    const backend = createScriptedBackendClient([], {
+      uploadGeminiFile: async () => {
+        if (fail) throw new Error('upload refused');
+        return { fileUrl: 'files/ok', mimeType: 'image/png' };
+      },
+    });
+    const conformer = new BodyConformer(backend);
+    const request = body({ storedData: { handle: `/board/blobs/${BLOB}`, mimeType: 'image/png' } });
+    await expect(conformer.conform(request)).rejects.toThrow(/contents\[1\]\.parts\[0\]\.storedData: could not upload/);
+    fail = false;
+    const conformed = await conformer.conform(request);
+    expect(conformed.contents?.[1]?.parts[0]?.fileData?.fileUri).toBe('https://generativelanguage.googleapis.com/v1beta/files/ok');
   });
 });

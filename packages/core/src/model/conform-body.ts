@@ -33,21 +33,51 @@ export async function conformBody(
   backend: BackendClient,
   signal?: AbortSignal,
 ): Promise<GenerateContentRequest> {
-  const contents = body.contents ?? [];
-  if (!contents.some((content) => content.parts?.some(needsWork))) return body;
-  const conformed: LLMContent[] = [];
-  for (const [contentIndex, content] of contents.entries()) {
-    if (!content.parts?.some(needsWork)) {
-      conformed.push(content);
-      continue;
-    }
-    const parts: Part[] = [];
-    for (const [partIndex, part] of content.parts.entries()) {
-      parts.push(await conformPart(part, backend, `contents[${contentIndex}].parts[${partIndex}]`, signal));
-    }
-    conformed.push({ ...content, parts });
+  return new BodyConformer(backend).conform(body, signal);
+}
+
+/**
+ * {@link conformBody} for the requests of one run, whose history grows by appending: each content
+ * is conformed once (its files uploaded once) and reused by every later request, so a request
+ * costs work only for the contents appended since the last one. A body whose contents are not the
+ * last ones plus new contents at the end is conformed whole again.
+ */
+export class BodyConformer {
+  readonly #backend: BackendClient;
+  /** The contents conformed so far, as the history holds them, and what each became. */
+  #sources: LLMContent[] = [];
+  #conformed: LLMContent[] = [];
+  #changed = false;
+
+  constructor(backend: BackendClient) {
+    this.#backend = backend;
   }
-  return { ...body, contents: conformed };
+
+  /** The sendable form of `body`; the body itself when none of its contents needed work. */
+  async conform(body: GenerateContentRequest, signal?: AbortSignal): Promise<GenerateContentRequest> {
+    const contents = body.contents ?? [];
+    const done = this.#sources.length;
+    if (contents.length < done || (done > 0 && contents[done - 1] !== this.#sources[done - 1])) {
+      this.#sources = [];
+      this.#conformed = [];
+      this.#changed = false;
+    }
+    for (let contentIndex = this.#sources.length; contentIndex < contents.length; contentIndex += 1) {
+      const content = contents[contentIndex] as LLMContent;
+      let conformed = content;
+      if (content.parts?.some(needsWork)) {
+        const parts: Part[] = [];
+        for (const [partIndex, part] of content.parts.entries()) {
+          parts.push(await conformPart(part, this.#backend, `contents[${contentIndex}].parts[${partIndex}]`, signal));
+        }
+        conformed = { ...content, parts };
+        this.#changed = true;
+      }
+      this.#sources.push(content);
+      this.#conformed.push(conformed);
+    }
+    return this.#changed ? { ...body, contents: this.#conformed.slice() } : body;
+  }
 }
 
 async function conformPart(part: Part, backend: BackendClient, path: string, signal?: AbortSignal): Promise<Part> {

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { LLMContent, Part } from '../protocol/content.js';
 import type { GenerateContentResponse } from '../protocol/gemini.js';
-import { validateHistory } from './history.js';
+import { HistoryValidator, validateHistory } from './history.js';
 import { ModelTurnAccumulator, type ModelTurn } from './model-turn-accumulator.js';
 
 const fixtures = new URL('../../../../fixtures/gemini/', import.meta.url);
@@ -175,5 +175,28 @@ describe('validateHistory', () => {
     const reused = base();
     reused.push({ role: 'model', parts: [{ functionCall: { id: 'c1', name: 'a', args: {} } }] });
     expect(() => validateHistory(reused)).toThrow(/^contents\[3\]: function call id "c1" is used twice/);
+  });
+
+  it('checks only what was appended since the last check, and still catches a problem there', () => {
+    const validator = new HistoryValidator();
+    const history = base();
+    validator.check(history);
+    // A content already checked is not looked at again (the history of a run is append-only)...
+    const parts = history[1]?.parts ?? [];
+    delete parts[0]?.thoughtSignature;
+    expect(() => validator.check(history)).not.toThrow();
+    // ...while an appended one is, against the ids seen before it.
+    history.push({ role: 'model', parts: [{ functionCall: { id: 'c2', name: 'b', args: {} } }] });
+    expect(() => validator.check(history)).toThrow(/^contents\[3\]: function call id "c2" is used twice/);
+  });
+
+  it('checks a history whole again when it is not the last one grown at its end', () => {
+    const validator = new HistoryValidator();
+    validator.check(base());
+    const broken = base();
+    broken[2]?.parts.pop();
+    expect(() => validator.check(broken)).toThrow(/^contents\[2\]: 1 function responses answer 2 function calls/);
+    expect(() => validator.check(base())).not.toThrow();
+    expect(() => validator.check(base().slice(0, 1))).not.toThrow();
   });
 });

@@ -19,7 +19,9 @@ export function encodeSseEvent(data: string | object, options: SseEventOptions =
   let frame = '';
   if (options.event !== undefined) frame += `event: ${singleLine(options.event, 'event')}\n`;
   if (options.id !== undefined) frame += `id: ${singleLine(options.id, 'id')}\n`;
-  const text = typeof data === 'string' ? data : JSON.stringify(data);
+  // JSON text never holds a raw line break (JSON.stringify escapes them): one data line.
+  if (typeof data !== 'string') return `${frame}data: ${JSON.stringify(data)}\n\n`;
+  const text = data;
   if (text.includes('\n') || text.includes('\r')) {
     for (const line of text.split(/\r\n|\r|\n/)) frame += `data: ${line}\n`;
   } else {

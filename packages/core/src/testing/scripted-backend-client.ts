@@ -28,7 +28,11 @@ export interface ScriptedBackendOptions {
 
 /** A scripted `BackendClient` that records what it was asked. */
 export interface ScriptedBackendClient extends BackendClient {
-  /** Every model request, as sent (cloned at the time of the call). */
+  /**
+   * Every model request, as sent. The body is a shallow copy taken at the time of the call: its
+   * `contents` array is its own, the contents in it are the history's own objects, which the
+   * loop never changes once they are in (it only appends).
+   */
   readonly requests: ScriptedRequest[];
   /** How many model requests were cancelled through their signal. */
   readonly abortedCount: number;
@@ -64,7 +68,9 @@ export function createScriptedBackendClient(
       return abortedCount;
     },
     async *streamGenerateContent(model, body, signal) {
-      const request: ScriptedRequest = { model, body: structuredClone(body), index: requests.length };
+      // No deep copy: recording a long run must not cost time in proportion to its history.
+      const recorded: GenerateContentRequest = body.contents ? { ...body, contents: body.contents.slice() } : { ...body };
+      const request: ScriptedRequest = { model, body: recorded, index: requests.length };
       requests.push(request);
       const turn = typeof script === 'function' ? script : script[request.index];
       if (turn === undefined) {

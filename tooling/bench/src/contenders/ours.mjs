@@ -3,9 +3,11 @@
 // group (get_weather), the Gemini backend client over the Node adapter's pooled undici fetch
 // (createNodeFetch), and the in-memory interaction store. BENCH_FETCH=global swaps in Node's
 // global fetch. With BENCH_BACKEND=in-process the model answers from prepared chunks instead.
+// BENCH_VARIANT=prefix-on / prefix-off: the default function groups besides get_weather (the
+// instruction and declarations of a real agent), with Gemini prefix caching on or off.
 import { defineFunction, run } from '@org/core';
 import { z } from 'zod';
-import { createGeminiBackendClient } from '@org/core/http';
+import { createGeminiBackendClient, createPrefixCache } from '@org/core/http';
 import { createMemoryInteractionStore } from '@org/core/testing';
 import { contenderSettings, inProcessBackend, runContender } from './contender.mjs';
 
@@ -28,9 +30,15 @@ const inProcess = settings.backend === 'in-process' ? inProcessBackend(settings)
 // Loaded only when used, so the in-process and global-fetch variants do not pay for its import.
 const nodeFetch =
   inProcess || process.env.BENCH_FETCH === 'global' ? undefined : (await import('@org/adapter-node')).createNodeFetch();
+const variant = process.env.BENCH_VARIANT ?? '';
 const backend =
   inProcess ??
-  createGeminiBackendClient({ apiKey: 'bench', fetch: nodeFetch ?? fetch, baseUrl: `${settings.mockUrl}/v1beta` });
+  createGeminiBackendClient({
+    apiKey: 'bench',
+    fetch: nodeFetch ?? fetch,
+    baseUrl: `${settings.mockUrl}/v1beta`,
+    prefixCache: variant === 'prefix-on' ? createPrefixCache() : false,
+  });
 const ports = { backend, store: createMemoryInteractionStore() };
 /** @type {import('@org/core').RunOptions} */
 const options = {
@@ -38,7 +46,7 @@ const options = {
   model: settings.model,
   maxTurns: settings.turns,
   functionGroups: [weather],
-  defaultFunctionGroups: false,
+  defaultFunctionGroups: variant.startsWith('prefix-'),
 };
 
 async function runOnce() {

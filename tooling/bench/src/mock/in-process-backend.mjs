@@ -12,8 +12,9 @@ import { checkHistory, turnChunks } from './scenario.mjs';
 
 /**
  * A backend playing a run of `turns` turns from prepared chunks. It finds the turn by counting
- * the model turns in the request's history, and checks the replayed signatures once per run, on
- * the last turn's request (which holds every call of the run).
+ * the model turns in the request's history (only those added since the run's previous request),
+ * and checks the replayed signatures once per run, on the last turn's request (which holds every
+ * call of the run).
  * @param {{ turns: number, chunkChars: number }} options
  */
 export function createInProcessBackend(options) {
@@ -36,6 +37,27 @@ export function createInProcessBackend(options) {
     }
     return /** @type {object[]} */ (turns[turn - 1]);
   };
+  // Model turns counted so far per run, keyed by the run's first content (the same object in
+  // every request of a run): each request scans only the contents added since the run's last
+  // one, so the backend's own work per request does not grow with the history.
+  /** @type {WeakMap<object, { scanned: number, modelTurns: number, previousWasModel: boolean }>} */
+  const runs = new WeakMap();
+  /** @param {unknown} contents */
+  const modelTurnsOf = (contents) => {
+    if (!Array.isArray(contents) || contents.length === 0 || typeof contents[0] !== 'object') return checkHistory(contents, { signatures: false }).modelTurns;
+    let count = runs.get(contents[0]);
+    if (!count || count.scanned > contents.length) {
+      count = { scanned: 0, modelTurns: 0, previousWasModel: false };
+      runs.set(contents[0], count);
+    }
+    for (let index = count.scanned; index < contents.length; index += 1) {
+      const isModel = contents[index]?.role === 'model';
+      if (isModel && !count.previousWasModel) count.modelTurns += 1;
+      count.previousWasModel = isModel;
+    }
+    count.scanned = contents.length;
+    return count.modelTurns;
+  };
   const unsupported = () => Promise.reject(new Error('The in-process bench backend only answers model requests'));
   return {
     stats,
@@ -46,7 +68,7 @@ export function createInProcessBackend(options) {
      */
     async *streamGenerateContent(model, body) {
       stats.requests += 1;
-      let turn = checkHistory(body.contents, { signatures: false }).modelTurns + 1;
+      let turn = modelTurnsOf(body.contents) + 1;
       if (turn >= options.turns) {
         if (turn > options.turns) stats.extraTurns += 1;
         turn = options.turns;

@@ -6,6 +6,9 @@
 //   POST [/turns/{T}]/{v1beta|v1|v1alpha}/models/{model}:streamGenerateContent?alt=sse
 //        SSE, one `data: <json>\r\n\r\n` event per write, one event-loop turn between writes.
 //        The optional /turns/{T} prefix sets the run's length (default 5).
+//   POST [/turns/{T}]/{v1beta|v1|v1alpha}/cachedContents, PATCH .../cachedContents/{id}
+//        a prefix cache like Gemini's: a model request may name one as `cachedContent` instead of
+//        sending its systemInstruction, tools and toolConfig (an unknown name gets a 403).
 //   GET  /stats   counters since the last reset
 //   POST /reset   zero the counters
 //
@@ -19,6 +22,9 @@ import { MAX_TURNS, STANDARD_TURNS, checkHistory, turnChunks } from './scenario.
 const CHUNK_CHARS = Number(process.env.CHUNK_CHARS || 200);
 const MAX_BODY_BYTES = 64 * 1024 * 1024;
 const ROUTE = /^(?:\/turns\/(\d{1,5}))?\/(?:v1|v1beta|v1alpha)\/models\/([^/:]{1,200}):streamGenerateContent$/;
+const CACHE_ROUTE = /^(?:\/turns\/\d{1,5})?\/(?:v1|v1beta|v1alpha)\/cachedContents(?:\/([A-Za-z0-9_-]{1,200}))?$/;
+/** The cached prefixes created so far (they outlive a reset, as Gemini's do). */
+const cachedContents = new Map();
 
 function freshStats() {
   return {
@@ -27,6 +33,9 @@ function freshStats() {
     responseBytes: 0,
     signatures: { checked: 0, missing: 0, mismatched: 0, firstViolation: /** @type {string | null} */ (null) },
     extraTurns: 0,
+    cachedRequests: 0,
+    cacheCalls: 0,
+    cacheBytes: 0,
     callResponseMismatches: 0,
     badRequests: 0,
     cpuStart: process.cpuUsage(),
@@ -109,6 +118,14 @@ function answer(request, response, model, turns) {
       json(response, 400, { error: { code: 400, message: 'mock: the body is not JSON', status: 'INVALID_ARGUMENT' } });
       return;
     }
+    if (typeof body?.cachedContent === 'string') {
+      if (!cachedContents.has(body.cachedContent)) {
+        stats.badRequests += 1;
+        json(response, 403, { error: { code: 403, message: 'CachedContent not found (or permission denied)', status: 'PERMISSION_DENIED' } });
+        return;
+      }
+      stats.cachedRequests += 1;
+    }
     const history = checkHistory(body?.contents, { signatures: true });
     if (!Array.isArray(body?.contents)) stats.badRequests += 1;
     stats.signatures.checked += history.checked;
@@ -119,6 +136,34 @@ function answer(request, response, model, turns) {
     const turn = history.modelTurns + 1;
     if (turn > turns) stats.extraTurns += 1;
     stream(response, eventsFor(model, Math.min(turn, turns), turns)).catch(() => response.destroy());
+  });
+}
+
+/**
+ * Creates (POST) or extends (PATCH) a cached prefix.
+ * @param {http.IncomingMessage} request
+ * @param {http.ServerResponse} response
+ * @param {string | undefined} id
+ */
+function cacheCall(request, response, id) {
+  let size = 0;
+  /** @type {Buffer[]} */
+  const buffers = [];
+  request.on('data', (/** @type {Buffer} */ buffer) => {
+    size += buffer.length;
+    if (size <= MAX_BODY_BYTES) buffers.push(buffer);
+  });
+  request.on('end', () => {
+    stats.cacheCalls += 1;
+    stats.cacheBytes += size;
+    const expireTime = new Date(Date.now() + 1_800_000).toISOString();
+    if (request.method === 'POST' && id === undefined) {
+      const name = `cachedContents/bench${cachedContents.size + 1}`;
+      cachedContents.set(name, Buffer.concat(buffers).toString('utf8'));
+      return json(response, 200, { name, expireTime });
+    }
+    if (request.method === 'PATCH' && id !== undefined && cachedContents.has(`cachedContents/${id}`)) return json(response, 200, { name: `cachedContents/${id}`, expireTime });
+    return json(response, 404, { error: { code: 404, message: 'mock: no such cached content', status: 'NOT_FOUND' } });
   });
 }
 
@@ -134,6 +179,8 @@ const server = http.createServer((request, response) => {
     stats = freshStats();
     return json(response, 200, { ok: true });
   }
+  const cache = CACHE_ROUTE.exec(url.pathname);
+  if (cache) return cacheCall(request, response, cache[1]);
   const match = request.method === 'POST' && url.searchParams.get('alt') === 'sse' ? ROUTE.exec(url.pathname) : null;
   const turns = match ? Number(match[1] ?? STANDARD_TURNS) : 0;
   if (!match || turns < 1 || turns > MAX_TURNS) {

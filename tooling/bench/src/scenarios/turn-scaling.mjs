@@ -37,6 +37,8 @@ export const turnScaling = {
   report(samplesOf, config) {
     const rows = [];
     const all = [];
+    const inProcessAt = (/** @type {number} */ turns) => samplesOf(specsFor(config, turns).oursInProcess.id);
+    const baseTurns = config.turnCounts.includes(50) ? 50 : undefined;
     for (const turns of config.turnCounts) {
       const specs = specsFor(config, turns);
       const floorMock = samplesOf(specs.floorMock.id);
@@ -54,12 +56,17 @@ export const turnScaling = {
         ratioCell(oursMock, floorMock, perTurn),
         cell(oursInProcess, perTurn, ' ms'),
         cell(floorInProcess, perTurn, ' ms'),
+        baseTurns === undefined
+          ? 'n/a'
+          : ratioCell(oursInProcess, inProcessAt(baseTurns), (sample) => sample.cpuPerRunMs / (sample.turns)),
         violationsCell(samples),
       ]);
     }
     return {
       markdown: [
         '### CPU per model turn by run length',
+        '',
+        'End to end, both contenders send the whole history every turn (the API is stateless), so that part grows with the run for everyone. In process, the model answers from prepared objects: what remains is the loop alone.',
         '',
         table(
           [
@@ -70,6 +77,7 @@ export const turnScaling = {
             '@org/core / floor, mock',
             '@org/core, in process',
             'floor, in process',
+            '@org/core in process, per turn / at 50 turns',
             'signature violations',
           ],
           rows,

@@ -1,0 +1,83 @@
+import { describe, expect, it } from 'vitest';
+import { encodeSseEvent } from './sse-encoder.js';
+import { createSseEventStream } from './sse-event-stream.js';
+
+const decoder = new TextDecoder();
+
+async function readAll(stream: ReadableStream<Uint8Array>): Promise<string> {
+  let text = '';
+  for await (const bytes of stream as unknown as AsyncIterable<Uint8Array>) text += decoder.decode(bytes, { stream: true });
+  return text;
+}
+
+async function* numbers(count: number, onRead?: (index: number) => void): AsyncGenerator<{ n: number }> {
+  for (let index = 0; index < count; index += 1) {
+    onRead?.(index);
+    yield { n: index };
+  }
+}
+
+describe('createSseEventStream', () => {
+  it('streams every item as one SSE event, in order, and ends with the items', async () => {
+    const text = await readAll(createSseEventStream(numbers(500), { encode: (item) => encodeSseEvent(item) }));
+    expect(text).toBe(Array.from({ length: 500 }, (_, n) => `data: {"n":${n}}\n\n`).join(''));
+  });
+
+  it('reads ahead of a consumer that does not read only up to its high-water mark', async () => {
+    let read = 0;
+    const stream = createSseEventStream(numbers(100_000, (index) => (read = index + 1)), { encode: (item) => encodeSseEvent(item), highWaterMark: 1024 });
+    const reader = stream.getReader();
+    await reader.read();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // About 1 KiB of ~15-byte events, not the whole sequence.
+    expect(read).toBeGreaterThan(10);
+    expect(read).toBeLessThan(200);
+    await reader.cancel();
+  });
+
+  it('sends a keep-alive comment after a silence, and none while events flow', async () => {
+    async function* slow(): AsyncGenerator<string> {
+      for (let index = 0; index < 8; index += 1) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        yield `e${index}`;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      yield 'last';
+    }
+    const text = await readAll(createSseEventStream(slow(), { encode: (item) => encodeSseEvent(item), keepAliveMs: 250 }));
+    const lines = text.split('\n\n').filter((line) => line.length > 0);
+    const firstComment = lines.findIndex((line) => line.startsWith(':'));
+    expect(lines.slice(0, 8)).toEqual(Array.from({ length: 8 }, (_, index) => `data: e${index}`));
+    expect(firstComment).toBe(8);
+    expect(lines.at(-1)).toBe('data: last');
+  });
+
+  it('stops the items when the consumer cancels, after telling onCancel why', async () => {
+    let finished = false;
+    const seen: unknown[] = [];
+    async function* endless(): AsyncGenerator<number> {
+      try {
+        for (let index = 0; ; index += 1) {
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          yield index;
+        }
+      } finally {
+        finished = true;
+      }
+    }
+    const stream = createSseEventStream(endless(), { encode: (item) => encodeSseEvent(String(item)), onCancel: (reason) => seen.push(reason) });
+    const reader = stream.getReader();
+    await reader.read();
+    await reader.cancel('client gone');
+    expect(seen).toEqual(['client gone']);
+    expect(finished).toBe(true);
+  });
+
+  it('errors the stream when the items fail', async () => {
+    async function* failing(): AsyncGenerator<number> {
+      yield 1;
+      throw new Error('run broke');
+    }
+    await expect(readAll(createSseEventStream(failing(), { encode: (item) => encodeSseEvent(String(item)) }))).rejects.toThrow('run broke');
+  });
+});

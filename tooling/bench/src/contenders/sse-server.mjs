@@ -1,0 +1,69 @@
+// @ts-check
+// The SSE path under load: runs whose model streams many thoughts, served by adapter-node's
+// serve(), each thought one SSE event. BENCH_VARIANT=agent-handler (default) serves them with
+// createAgentHandler; BENCH_VARIANT=event-stream with run() and createSseEventStream, the batched
+// writer for the handler's SSE path. The model is in the process (prepared chunks, nothing parsed),
+// so the figure is the cost of events: the loop, wire encoding, SSE framing and node:http.
+// Env: BENCH_SSE_THOUGHTS thoughts per run. Prints `LISTENING <url>`; on SIGTERM reports `first`
+// (when the second run arrives) and `last`.
+import { serve } from '@org/adapter-node';
+import { createSseEventStream, encodeSseEvent, run, toWireEvent } from '@org/core';
+import { createAgentHandler } from '@org/core/http';
+import { createMemoryInteractionStore } from '@org/core/testing';
+import { report, snapshot } from './contender.mjs';
+
+const thoughts = Number(process.env.BENCH_SSE_THOUGHTS || 2000);
+const variant = process.env.BENCH_VARIANT || 'agent-handler';
+const model = process.env.MODEL || 'gemini-2.5-flash';
+
+/** @param {object[]} parts @param {object} [end] */
+const chunk = (parts, end = {}) => ({ candidates: [{ content: { role: 'model', parts }, index: 0, ...end }], modelVersion: model, responseId: 'bench-sse' });
+/** @type {any[]} */
+const turn = [
+  ...Array.from({ length: thoughts }, (_, index) => chunk([{ text: `Thinking step ${index}: weighing the next move.`, thought: true }])),
+  chunk([{ text: 'Done thinking.' }], { finishReason: 'STOP' }),
+];
+const unsupported = () => Promise.reject(new Error('the SSE bench backend only answers model requests'));
+/** @type {import('@org/core').BackendClient} */
+const backend = {
+  async *streamGenerateContent() {
+    yield* turn;
+  },
+  executeStep: unsupported,
+  uploadGeminiFile: unsupported,
+  uploadBlobFile: unsupported,
+};
+const store = createMemoryInteractionStore();
+/** @type {import('@org/core').RunOptions} */
+const options = { mode: 'chat', model, maxTurns: 2, defaultFunctionGroups: false };
+
+/** @type {(request: Request) => Promise<Response>} */
+const handler =
+  variant === 'event-stream'
+    ? async (request) => {
+        const body = JSON.parse(await request.text());
+        const controller = new AbortController();
+        request.signal.addEventListener('abort', () => controller.abort(), { once: true });
+        const events = run(body.start, { backend, store }, { ...options, signal: controller.signal });
+        const stream = createSseEventStream(events, { encode: (event) => encodeSseEvent(toWireEvent(event)), onCancel: () => controller.abort() });
+        return new Response(stream, { headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' } });
+      }
+    : createAgentHandler({ createPorts: () => ({ backend, store }), runOptions: () => options });
+
+let runs = 0;
+/** @type {import('./contender.mjs').Snapshot | undefined} */
+let first;
+const server = await serve({
+  handler: (request) => {
+    runs += 1;
+    if (runs === 2) first = snapshot();
+    return handler(request);
+  },
+});
+process.stdout.write(`LISTENING ${server.url}\n`);
+
+process.once('SIGTERM', () => {
+  const last = snapshot();
+  report({ runs, first: first ?? last, last });
+  void server.close().then(() => process.exit(0));
+});
