@@ -1,15 +1,48 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createAgentHandler, type AgentHandlerOptions } from '@org/core/http';
+import type { AgentPorts } from '@org/core';
+import { createAgentHandler, createHttpDriveOperationsClient, type AgentHandlerOptions, type AgentRequestContext, type DriveBaseUrls } from '@org/core/http';
 import { createNodeListener } from './node-listener.js';
 
+/** How {@link createHandler} gives runs a Google Drive client. */
+export interface NodeDriveOptions {
+  /** Where the Drive and Sheets APIs live (a gateway, a local fake). Default: Google's. */
+  baseUrls?: DriveBaseUrls;
+  /** The `fetch` the client uses. Default: Node's global `fetch`. */
+  fetch?: typeof fetch;
+}
+
+/** Options of {@link createHandler}: the agent handler's, and how runs reach Google Drive. */
+export interface NodeHandlerOptions extends AgentHandlerOptions {
+  /**
+   * Google Drive for memory, the chat log and the google-drive functions: a client bound to the
+   * caller's token is added to every request that has a token, unless `createPorts` returns a
+   * `drive` of its own. `false`: never.
+   */
+  drive?: NodeDriveOptions | false;
+}
+
 /**
- * The agent protocol as a `node:http` listener.
+ * The agent protocol as a `node:http` listener. A request that carries the user's token (the
+ * body's `accessToken` or `Authorization: Bearer`) gets a Google Drive client bound to it, so a
+ * run can use memory.
  *
  * @example
  * ```ts
  * http.createServer(createHandler({ createPorts: ({ accessToken }) => ports })).listen(8080);
  * ```
  */
-export function createHandler(options: AgentHandlerOptions): (request: IncomingMessage, response: ServerResponse) => void {
-  return createNodeListener(createAgentHandler(options));
+export function createHandler(options: NodeHandlerOptions): (request: IncomingMessage, response: ServerResponse) => void {
+  const { drive, ...handlerOptions } = options;
+  if (drive === false) return createNodeListener(createAgentHandler(handlerOptions));
+  const driveFetch: typeof fetch = drive?.fetch ?? ((input, init) => globalThis.fetch(input, init));
+  const createPorts = async (context: AgentRequestContext): Promise<AgentPorts> => {
+    const ports = await options.createPorts(context);
+    const token = context.accessToken;
+    if (ports.drive || !token) return ports;
+    return {
+      ...ports,
+      drive: createHttpDriveOperationsClient({ fetch: driveFetch, getAccessToken: () => token, ...(drive?.baseUrls ? { baseUrls: drive.baseUrls } : {}) }),
+    };
+  };
+  return createNodeListener(createAgentHandler({ ...handlerOptions, createPorts }));
 }

@@ -1,9 +1,11 @@
-import { AgentError, type AgentPorts, type BackendClient, type InteractionStore, type RunOptions } from '@org/core';
+import { AgentError, type AgentPorts, type BackendClient, type DriveOperationsClient, type InteractionStore, type RunOptions } from '@org/core';
 import {
   AGENT_RUN_PATHS,
   createAgentHandler,
   createGeminiBackendClient,
+  createHttpDriveOperationsClient,
   errorResponse,
+  readDriveBaseUrls,
   type AgentRequestContext,
   type CorsOptions,
 } from '@org/core/http';
@@ -23,6 +25,14 @@ export interface AgentWorkerEnv {
   INTERACTIONS?: DurableObjectNamespace<InteractionStoreObject>;
   /** A KV namespace, used when `INTERACTIONS` is not bound (eventually consistent; see the README). */
   INTERACTIONS_KV?: KVNamespace;
+  /** One origin serving the Drive and Sheets APIs (`/drive/v3`, `/upload/drive/v3`, `/v4`): a gateway, or a fake in tests. Default: Google's. */
+  GOOGLE_API_BASE_URL?: string;
+  /** The Drive v3 API alone (wins over `GOOGLE_API_BASE_URL`). */
+  DRIVE_BASE_URL?: string;
+  /** The Drive v3 upload API alone. */
+  DRIVE_UPLOAD_BASE_URL?: string;
+  /** The Sheets v4 API alone. */
+  SHEETS_BASE_URL?: string;
 }
 
 /** What the port factories learn about one request: core's context plus the Worker's own. */
@@ -42,6 +52,12 @@ export interface WorkerHandlerOptions<Env> {
   createBackend?(env: Env, context: WorkerRequestContext): BackendClient | Promise<BackendClient>;
   /** Builds the interaction store. Default: the `INTERACTIONS` Durable Object binding, else the `INTERACTIONS_KV` namespace. */
   createStore?(env: Env, context: WorkerRequestContext): InteractionStore | Promise<InteractionStore>;
+  /**
+   * Builds the Google Drive client (memory, the chat log, the google-drive functions) when the
+   * ports have none. Default: one bound to the caller's token when there is one, over the global
+   * `fetch`, at the base URLs of `env` (`GOOGLE_API_BASE_URL`, ...). Return `undefined` for none.
+   */
+  createDrive?(env: Env, context: WorkerRequestContext): DriveOperationsClient | undefined | Promise<DriveOperationsClient | undefined>;
   /** Run options for one request (model, mode, extra function groups, ...). */
   runOptions?(env: Env, context: WorkerRequestContext): Omit<RunOptions, 'signal' | 'owner'> | undefined;
   /** Refuse bodies larger than this with 413. Default 32 MiB. */
@@ -59,7 +75,8 @@ export interface WorkerHandlerOptions<Env> {
 /**
  * A Cloudflare Worker that serves the agent protocol: `POST /v1beta1/streamRunAgent` (and
  * `/api/agent/run`) with a start or resume body, answered with the run's events as SSE streamed
- * through the Response body. Ports are built per request from `env` and the caller's token.
+ * through the Response body. Ports are built per request from `env` and the caller's token (a
+ * request with a token gets a Google Drive client bound to it, so runs can use memory).
  *
  * @example
  * ```ts
@@ -82,7 +99,8 @@ export function createHandler<Env = AgentWorkerEnv>(options: WorkerHandlerOption
           const ports = options.createPorts
             ? await options.createPorts(env, workerContext)
             : await createDefaultPorts(env, workerContext, options);
-          return { ...ports, store: keepWritesAlive(ports.store, executionContext) };
+          const drive = ports.drive ?? (options.createDrive ? await options.createDrive(env, workerContext) : createDefaultDrive(env, workerContext));
+          return { ...ports, store: keepWritesAlive(ports.store, executionContext), ...(drive ? { drive } : {}) };
         },
         ...(options.runOptions ? { runOptions: (context: AgentRequestContext) => options.runOptions?.(env, withWorker(context)) } : {}),
         ...(options.resolveOwner ? { resolveOwner: (accessToken: string | undefined) => options.resolveOwner?.(accessToken, env) } : {}),
@@ -125,6 +143,14 @@ function createDefaultBackend(env: AgentWorkerEnv): BackendClient {
     fetch: workerFetch,
     ...(env.GEMINI_BASE_URL ? { baseUrl: env.GEMINI_BASE_URL } : {}),
   });
+}
+
+function createDefaultDrive<Env>(env: Env, context: WorkerRequestContext): DriveOperationsClient | undefined {
+  const token = context.accessToken;
+  if (!token) return undefined;
+  const baseUrls = readDriveBaseUrls((env ?? {}) as Record<string, unknown>);
+  const workerFetch: typeof fetch = (input, init) => fetch(input, init);
+  return createHttpDriveOperationsClient({ fetch: workerFetch, getAccessToken: () => token, ...(baseUrls ? { baseUrls } : {}) });
 }
 
 function createDefaultStore(env: AgentWorkerEnv): InteractionStore {

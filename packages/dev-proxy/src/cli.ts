@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { startDevServer, type DevServer } from './dev-server.js';
+import { readDriveBackendConfig } from './drive-backend.js';
 
 /** Reads `--port <n>` / `--port=<n>`, then `PORT`, then 8080. */
 function readPort(argv: readonly string[]): number {
@@ -51,6 +52,7 @@ try {
     ...(process.env.UPSTREAM_URL ? { upstreamUrl: process.env.UPSTREAM_URL } : {}),
     ...(corsOrigins ? { corsOrigins } : {}),
     ...(process.env.SIMULATED_GEMINI_PORT ? { simulatedGeminiPort: portNumber(process.env.SIMULATED_GEMINI_PORT, 'SIMULATED_GEMINI_PORT') } : {}),
+    drive: readDriveBackendConfig(process.env),
   });
 } catch (error) {
   const code = (error as NodeJS.ErrnoException).code;

@@ -13,6 +13,7 @@ import {
   type CorsOptions,
 } from '@org/core/http';
 import { createSimulatedGemini } from '@org/core/testing';
+import { startDriveBackend, type DriveBackendConfig } from './drive-backend.js';
 import { PLAYGROUND_HTML } from './playground/page.js';
 import { createReverseProxy } from './reverse-proxy.js';
 
@@ -34,6 +35,8 @@ export interface DevServerConfig {
   corsOrigins?: '*' | readonly string[];
   /** Port of the simulated Gemini (when it runs). Default: a free one. */
   simulatedGeminiPort?: number;
+  /** Where runs keep memory (Drive + Sheets); see `startDriveBackend`. */
+  drive?: DriveBackendConfig;
 }
 
 /** A running dev server. */
@@ -79,6 +82,8 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
     simulated = await serve({ handler: (request) => simulatedGemini.fetch(request), port: config.simulatedGeminiPort ?? 0 });
     baseUrl = `${simulated.url}/v1beta`;
   }
+  // Memory: the configured Drive, a simulated one beside the simulated model, else Google's.
+  const drive = await startDriveBackend({ simulated: mode === 'simulated' && !config.upstreamUrl, fetch: pooledFetch, ...(config.drive ? { config: config.drive } : {}) });
   const storeDirectory = path.resolve(config.storeDirectory ?? path.join(os.tmpdir(), 'org-dev-proxy', 'interactions'));
   mkdirSync(storeDirectory, { recursive: true });
   const store = createFileInteractionStore({ directory: storeDirectory });
@@ -99,7 +104,7 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
   };
   const cors: CorsOptions = { origins: config.corsOrigins ?? '*' };
   const agent = createAgentHandler({
-    createPorts: ({ accessToken }) => ({ backend: backendFor(accessToken), store }),
+    createPorts: ({ accessToken }) => drive.withDrive({ backend: backendFor(accessToken), store }, accessToken),
     runOptions: () => (config.model ? { model: config.model } : undefined),
     cors,
   });
@@ -128,6 +133,7 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
     server = await serve({ handler, port: config.port, host });
   } catch (error) {
     await simulated?.close();
+    await drive.close();
     await pooledFetch.close();
     throw error;
   }
@@ -137,10 +143,11 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
     port: server.port,
     mode,
     ...(simulated && baseUrl ? { simulatedGeminiUrl: baseUrl } : {}),
-    banner: banner({ url, mode, baseUrl, storeChosen: config.storeDirectory !== undefined, upstreamUrl: config.upstreamUrl, cors }),
+    banner: banner({ url, mode, baseUrl, storeChosen: config.storeDirectory !== undefined, upstreamUrl: config.upstreamUrl, cors, memoryLine: drive.bannerLine }),
     close: async () => {
       await server.close();
       await simulated?.close();
+      await drive.close();
       await pooledFetch.close();
     },
   };
@@ -205,6 +212,7 @@ interface BannerFacts {
   storeChosen: boolean;
   upstreamUrl: string | undefined;
   cors: CorsOptions;
+  memoryLine: string;
 }
 
 function banner(facts: BannerFacts): string {
@@ -223,6 +231,7 @@ function banner(facts: BannerFacts): string {
     `Agent dev server on ${url}`,
     `Playground: ${url}/  (open it in a browser)`,
     ...modeLines,
+    facts.memoryLine,
     `Endpoints: POST ${url}/v1beta1/streamRunAgent  (alias POST ${url}/api/agent/run)`,
     `Upstream:  ${facts.upstreamUrl ? `every other /v1beta1/* path (and media steps) -> ${displayUrl(facts.upstreamUrl)}` : 'none (set UPSTREAM_URL to forward other /v1beta1/* paths and media steps)'}`,
     `Browsers:  pages from ${origins} may call this server`,
