@@ -10,6 +10,7 @@ declare global {
       INTERACTIONS_KV_BACKED: DurableObjectNamespace<InteractionStoreObject>;
       INTERACTIONS_KV: KVNamespace;
       GEMINI_API_KEY?: string;
+      GOOGLE_API_BASE_URL?: string;
     }
   }
 }
