@@ -1,4 +1,4 @@
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -7,7 +7,7 @@ import { serve, type RunningServer } from '@org/adapter-node';
 import type { JsonObject } from '@org/core';
 import { createFakeGoogleDrive, createScriptedGemini, functionCallChunk, type FakeGoogleDrive, type ScriptedGemini, type ScriptedRequest } from '@org/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDevProcess } from './test-support.js';
+import { cli, startDevProcess } from './test-support.js';
 
 interface Scenario {
   graph: { url: string; title: string };
@@ -174,5 +174,32 @@ describe('dev server with memory: a scripted model, the fake Drive + Sheets, two
       [["'user", `'${scenario.answer}`]],
     ]);
     expect(JSON.stringify([suspended, resumed, recalled])).not.toContain(scenario.accessToken);
+  });
+});
+
+describe('dev server: where memory lives', () => {
+  it('serves a simulated Drive + Sheets beside the simulated model, and says so', async () => {
+    const { banner } = await startDevProcess({}, children);
+    expect(banner).toMatch(/Memory: {4}SIMULATED Google Drive \+ Sheets at http:\/\/127\.0\.0\.1:\d+ \(in memory/);
+  });
+
+  it("uses Google's APIs with the caller's token next to a real model", async () => {
+    const { banner } = await startDevProcess({ GEMINI_API_KEY: 'not-a-real-key' }, children);
+    expect(banner).toContain("Memory:    Google Drive + Sheets with the caller's token");
+    expect(banner).not.toContain('not-a-real-key');
+  });
+
+  it('refuses a Drive base URL that is not one, naming the variable and not its value', async () => {
+    const child = spawn(process.execPath, [cli, '--port', '0'], {
+      env: { PATH: process.env.PATH ?? '', SHEETS_BASE_URL: 'user:secret@nowhere' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.push(child);
+    let stderr = '';
+    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise((resolve) => child.on('exit', resolve));
+    expect(code).toBe(1);
+    expect(stderr).toContain('SHEETS_BASE_URL must be an http(s) URL');
+    expect(stderr).not.toContain('secret');
   });
 });
