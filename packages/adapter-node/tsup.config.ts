@@ -1,7 +1,8 @@
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
-  entry: { index: 'src/index.ts' },
+  // `redis` and `postgres` are entries of their own, so the main entry never loads a database client.
+  entry: { index: 'src/index.ts', redis: 'src/redis.ts', postgres: 'src/postgres.ts' },
   format: ['esm'],
   dts: true,
   clean: true,

@@ -1,6 +1,6 @@
-import { createHandler, InteractionStoreObject, type AgentWorkerEnv } from '@org/adapter-workers';
+import { createHandler, InteractionStoreObject, SessionObject, type AgentWorkerEnv } from '@org/adapter-workers';
 
-// The Durable Object class must be exported from the entry module for the binding to find it.
-export { InteractionStoreObject };
+// Durable Object classes must be exported from the entry module for their bindings to find them.
+export { InteractionStoreObject, SessionObject };
 
 export default createHandler<AgentWorkerEnv>();

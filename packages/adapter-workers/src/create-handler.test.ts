@@ -21,10 +21,14 @@ function greeterBackend() {
   });
 }
 
-/** One Worker instance, as a separate isolate or deployment would build it. */
+/**
+ * One Worker instance, as a separate isolate or deployment would build it, serving runs in the
+ * Worker itself (no session objects), so each run uses the store under test.
+ */
 function greeterWorker(createStore: (env: TestEnv) => InteractionStore, extra: Partial<WorkerHandlerOptions<TestEnv>> = {}) {
   return createHandler<TestEnv>({
     createPorts: (workerEnv): AgentPorts => ({ backend: greeterBackend(), store: createStore(workerEnv) }),
+    sessionNamespace: () => undefined,
     ...extra,
   });
 }
@@ -146,7 +150,7 @@ describe('createHandler', () => {
     const worker = createHandler<TestEnv>();
     const response = await worker.fetch?.(
       agentJsonRequest(START) as Request<unknown, IncomingRequestCfProperties>,
-      { ...env, GEMINI_API_KEY: undefined },
+      { ...env, GEMINI_API_KEY: undefined, SESSIONS: undefined as never },
       createExecutionContext(),
     );
     expect(response?.status).toBe(500);
@@ -155,8 +159,9 @@ describe('createHandler', () => {
     });
   });
 
-  it('runs with the default ports: Gemini from env over the global fetch, the INTERACTIONS Durable Object store', async () => {
-    // test/wrangler.jsonc's Worker is `createHandler()`; vitest.config.ts routes its outbound fetch to a simulated Gemini.
+  it('runs with the default ports: Gemini from env over the global fetch, the INTERACTIONS Durable Object store, SESSIONS objects', async () => {
+    // test/wrangler.jsonc's Worker is `createHandler()` with SESSIONS bound, so each request is served by a
+    // SessionObject; vitest.config.ts routes the objects' outbound fetch to a simulated Gemini.
     const started = await wireEvents(await exports.default.fetch(agentRequest({ ...START, start: { segments: [{ type: 'text', text: 'Ask my name, then greet me' }] } })));
     const interactionId = started.at(-1)?.waitForInput?.interactionId as string;
     expect(typesOf(started).at(-1)).toBe('waitForInput');

@@ -1,16 +1,8 @@
-import { AgentError, type AgentPorts, type BackendClient, type DriveOperationsClient, type InteractionStore, type RunOptions } from '@org/core';
-import {
-  AGENT_RUN_PATHS,
-  createAgentHandler,
-  createGeminiBackendClient,
-  createHttpDriveOperationsClient,
-  errorResponse,
-  readDriveBaseUrls,
-  type AgentRequestContext,
-  type CorsOptions,
-} from '@org/core/http';
-import { createDurableObjectInteractionStore, type InteractionStoreObject } from './durable-object-interaction-store.js';
-import { createKvInteractionStore } from './kv-interaction-store.js';
+import type { AgentPorts, BackendClient, DriveOperationsClient, InteractionStore, RunOptions } from '@org/core';
+import { AGENT_RUN_PATHS, createAgentHandler, errorResponse, SESSIONS_PATH, type AgentRequestContext, type CorsOptions } from '@org/core/http';
+import { agentHandlerOptionsFor } from './agent-handler-options.js';
+import type { InteractionStoreObject } from './durable-object-interaction-store.js';
+import type { SessionObject } from './session-object.js';
 
 /**
  * The bindings and secrets the default ports read. All optional: pass `createBackend` /
@@ -25,6 +17,11 @@ export interface AgentWorkerEnv {
   INTERACTIONS?: DurableObjectNamespace<InteractionStoreObject>;
   /** A KV namespace, used when `INTERACTIONS` is not bound (eventually consistent; see the README). */
   INTERACTIONS_KV?: KVNamespace;
+  /**
+   * Durable Object namespace of {@link SessionObject}. When bound, sessions and `streamRunAgent`
+   * runs are served by one object per session, and a run goes on after the request that started it.
+   */
+  SESSIONS?: DurableObjectNamespace<SessionObject>;
   /** One origin serving the Drive and Sheets APIs (`/drive/v3`, `/upload/drive/v3`, `/v4`): a gateway, or a fake in tests. Default: Google's. */
   GOOGLE_API_BASE_URL?: string;
   /** The Drive v3 API alone (wins over `GOOGLE_API_BASE_URL`). */
@@ -70,44 +67,54 @@ export interface WorkerHandlerOptions<Env> {
   resolveOwner?(accessToken: string | undefined, env: Env): string | undefined | Promise<string | undefined>;
   /** Answers requests to paths other than the agent endpoints. Default: a 404 JSON error. */
   fallback?(request: Request, env: Env, executionContext: ExecutionContext): Response | Promise<Response>;
+  /**
+   * The namespace of the {@link SessionObject}s that serve sessions and runs. Default:
+   * `env.SESSIONS`. When there is one, this Worker only routes each agent request to its object
+   * (which builds the ports, runs the segment and streams the events); the objects take their
+   * options from `createSessionObject`, so give both the same options. Without one, runs are
+   * served in the Worker itself and end with their request.
+   */
+  sessionNamespace?(env: Env): DurableObjectNamespace<SessionObject> | undefined;
 }
 
 /**
  * A Cloudflare Worker that serves the agent protocol: `POST /v1beta1/streamRunAgent` (and
  * `/api/agent/run`) with a start or resume body, answered with the run's events as SSE streamed
- * through the Response body. Ports are built per request from `env` and the caller's token (a
- * request with a token gets a Google Drive client bound to it, so runs can use memory).
+ * through the Response body, and the sessions endpoints `/v1beta1/sessions/*`. With a `SESSIONS`
+ * binding each request is routed to a {@link SessionObject}, which runs the segment and keeps the
+ * session; without one, runs are served here, with ports built per request from `env` and the
+ * caller's token, and end with their request. A request with a token gets a Google Drive client
+ * bound to it, so runs can use memory.
  *
  * @example
  * ```ts
- * import { createHandler, InteractionStoreObject } from '@org/adapter-workers';
+ * import { createHandler, InteractionStoreObject, SessionObject } from '@org/adapter-workers';
  *
- * export { InteractionStoreObject };
+ * export { InteractionStoreObject, SessionObject };
  * export default createHandler<Env>();
  * ```
  */
 export function createHandler<Env = AgentWorkerEnv>(options: WorkerHandlerOptions<Env> = {}): ExportedHandler<Env> {
   return {
     async fetch(request, env, executionContext) {
-      if (options.fallback && !AGENT_RUN_PATHS.includes(new URL(request.url).pathname)) {
+      const url = new URL(request.url);
+      const agentPath = AGENT_RUN_PATHS.includes(url.pathname) || url.pathname.startsWith(SESSIONS_PATH);
+      if (options.fallback && !agentPath) {
         return options.fallback(request as unknown as Request, env, executionContext);
       }
-      const withWorker = (context: AgentRequestContext): WorkerRequestContext => ({ ...context, executionContext });
-      const handler = createAgentHandler({
-        createPorts: async (context) => {
-          const workerContext = withWorker(context);
-          const ports = options.createPorts
-            ? await options.createPorts(env, workerContext)
-            : await createDefaultPorts(env, workerContext, options);
-          const drive = ports.drive ?? (options.createDrive ? await options.createDrive(env, workerContext) : createDefaultDrive(env, workerContext));
-          return { ...ports, store: keepWritesAlive(ports.store, executionContext), ...(drive ? { drive } : {}) };
-        },
-        ...(options.runOptions ? { runOptions: (context: AgentRequestContext) => options.runOptions?.(env, withWorker(context)) } : {}),
-        ...(options.resolveOwner ? { resolveOwner: (accessToken: string | undefined) => options.resolveOwner?.(accessToken, env) } : {}),
-        ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }),
-        ...(options.keepAliveMs === undefined ? {} : { keepAliveMs: options.keepAliveMs }),
-        ...(options.cors ? { cors: options.cors } : {}),
-      });
+      const namespace = options.sessionNamespace ? options.sessionNamespace(env) : (env as AgentWorkerEnv | undefined)?.SESSIONS;
+      // A preflight needs no object, and a path naming no session gets its 404 from the handler below.
+      const target = namespace && agentPath && request.method !== 'OPTIONS' ? objectFor(namespace, url) : undefined;
+      if (namespace && target) {
+        try {
+          return await namespace.get(target).fetch(request as unknown as Request);
+        } catch (error) {
+          return errorResponse(error);
+        }
+      }
+      const handler = createAgentHandler(
+        agentHandlerOptionsFor(env, options, executionContext, (ports) => ({ ...ports, store: keepWritesAlive(ports.store, executionContext) })),
+      );
       try {
         return await handler(request as unknown as Request);
       } catch (error) {
@@ -115,51 +122,6 @@ export function createHandler<Env = AgentWorkerEnv>(options: WorkerHandlerOption
       }
     },
   };
-}
-
-async function createDefaultPorts<Env>(
-  env: Env,
-  context: WorkerRequestContext,
-  options: WorkerHandlerOptions<Env>,
-): Promise<AgentPorts> {
-  const bindings = (env ?? {}) as AgentWorkerEnv;
-  const backend = options.createBackend ? await options.createBackend(env, context) : createDefaultBackend(bindings);
-  const store = options.createStore ? await options.createStore(env, context) : createDefaultStore(bindings);
-  return { backend, store };
-}
-
-function createDefaultBackend(env: AgentWorkerEnv): BackendClient {
-  const apiKey = env.GEMINI_API_KEY;
-  if (!apiKey) {
-    throw new AgentError(
-      'INTERNAL',
-      'GEMINI_API_KEY is not set for this Worker: run `npx wrangler secret put GEMINI_API_KEY` (locally, put it in .dev.vars), or pass createBackend',
-    );
-  }
-  // The global fetch must be called unbound from an object; wrap it instead of passing it along.
-  const workerFetch: typeof fetch = (input, init) => fetch(input, init);
-  return createGeminiBackendClient({
-    apiKey,
-    fetch: workerFetch,
-    ...(env.GEMINI_BASE_URL ? { baseUrl: env.GEMINI_BASE_URL } : {}),
-  });
-}
-
-function createDefaultDrive<Env>(env: Env, context: WorkerRequestContext): DriveOperationsClient | undefined {
-  const token = context.accessToken;
-  if (!token) return undefined;
-  const baseUrls = readDriveBaseUrls((env ?? {}) as Record<string, unknown>);
-  const workerFetch: typeof fetch = (input, init) => fetch(input, init);
-  return createHttpDriveOperationsClient({ fetch: workerFetch, getAccessToken: () => token, ...(baseUrls ? { baseUrls } : {}) });
-}
-
-function createDefaultStore(env: AgentWorkerEnv): InteractionStore {
-  if (env.INTERACTIONS) return createDurableObjectInteractionStore(env.INTERACTIONS);
-  if (env.INTERACTIONS_KV) return createKvInteractionStore(env.INTERACTIONS_KV);
-  throw new AgentError(
-    'INTERNAL',
-    'No interaction store is bound: add a Durable Object binding INTERACTIONS (class InteractionStoreObject) or a KV namespace INTERACTIONS_KV to wrangler.jsonc, or pass createStore',
-  );
 }
 
 /**
@@ -182,3 +144,18 @@ function keepWritesAlive(store: InteractionStore, executionContext: ExecutionCon
 }
 
 function noop(): void {}
+
+const SESSION_ROUTE = /^([A-Za-z0-9._-]{1,128})(?::(?:resume|cancel)|\/status)?$/;
+
+/**
+ * The object an agent request goes to: a session's requests to the session's own object; a new
+ * session or a `streamRunAgent` request to a fresh object, which runs the segment (its session's
+ * log, bus and readers live in the session's object, whose id the run only learns once it starts).
+ */
+function objectFor(namespace: DurableObjectNamespace<SessionObject>, url: URL): DurableObjectId | undefined {
+  if (AGENT_RUN_PATHS.includes(url.pathname)) return namespace.newUniqueId();
+  const rest = url.pathname.slice(SESSIONS_PATH.length);
+  if (rest === 'new') return namespace.newUniqueId();
+  const sessionId = SESSION_ROUTE.exec(rest)?.[1];
+  return sessionId === undefined ? undefined : namespace.idFromName(sessionId);
+}

@@ -1,4 +1,4 @@
-import type { InteractionStoreObject } from '../src/index.js';
+import type { InteractionStoreObject, SessionObject } from '../src/index.js';
 
 declare global {
   namespace Cloudflare {
@@ -9,6 +9,9 @@ declare global {
       INTERACTIONS: DurableObjectNamespace<InteractionStoreObject>;
       INTERACTIONS_KV_BACKED: DurableObjectNamespace<InteractionStoreObject>;
       INTERACTIONS_KV: KVNamespace;
+      SESSIONS: DurableObjectNamespace<SessionObject>;
+      SESSIONS_KV_BACKED: DurableObjectNamespace<SessionObject>;
+      SCRIPTED_SESSIONS: DurableObjectNamespace<SessionObject>;
       GEMINI_API_KEY?: string;
       GOOGLE_API_BASE_URL?: string;
     }

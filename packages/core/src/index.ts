@@ -42,17 +42,23 @@ export { createSheetManager, type MemoryGraph, type MemorySheet, type SheetManag
 
 // Ports
 export { DEFAULT_INTERACTION_TTL_MS } from './interactions/index.js';
+export { SESSION_STATUSES, TERMINAL_SESSION_STATUSES } from './ports/index.js';
 export type {
   AgentPorts,
   BackendClient,
   DriveFile,
   DriveOperationsClient,
   DriveUploadMedia,
+  EventBus,
+  EventSubscription,
   ExecuteStepRequest,
   ExecuteStepResponse,
   InteractionRecord,
   InteractionRecordWrite,
   InteractionStore,
+  SessionInfo,
+  SessionLog,
+  SessionStatus,
   SheetProperties,
   SheetValues,
   SpreadsheetMetadata,

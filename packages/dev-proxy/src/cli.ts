@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { startDevServer, type DevServer } from './dev-server.js';
 import { readDriveBackendConfig } from './drive-backend.js';
+import { readModelBackendConfig } from './model-backend-env.js';
 
 /** Reads `--port <n>` / `--port=<n>`, then `PORT`, then 8080. */
 function readPort(argv: readonly string[]): number {
@@ -20,6 +21,12 @@ function readCorsOrigins(raw: string | undefined): '*' | string[] | undefined {
   if (raw === undefined || raw.trim() === '') return undefined;
   if (raw.trim() === '*') return '*';
   return raw.split(',').map((origin) => origin.trim()).filter((origin) => origin.length > 0);
+}
+
+function positiveNumber(raw: string, name: string): number {
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0) fail(`${name} must be a positive number of milliseconds, got "${raw.slice(0, 40)}"`, 2);
+  return value;
 }
 
 function fail(message: string, code = 1): never {
@@ -43,12 +50,20 @@ for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
 }
 
 try {
+  const modelConfig = readModelBackendConfig(process.env);
   server = await startDevServer({
     port,
+    ...(modelConfig.provider ? { modelProvider: modelConfig.provider } : {}),
+    ...(modelConfig.model ? { model: modelConfig.model } : {}),
+    ...(modelConfig.openaiApiKey ? { openaiApiKey: modelConfig.openaiApiKey } : {}),
+    ...(modelConfig.openaiBaseUrl ? { openaiBaseUrl: modelConfig.openaiBaseUrl } : {}),
+    ...(modelConfig.anthropicApiKey ? { anthropicApiKey: modelConfig.anthropicApiKey } : {}),
+    ...(process.env.REDIS_URL ? { redisUrl: process.env.REDIS_URL } : {}),
+    ...(process.env.DATABASE_URL ? { databaseUrl: process.env.DATABASE_URL } : {}),
+    ...(process.env.INTERACTION_LEASE_MS ? { leaseMs: positiveNumber(process.env.INTERACTION_LEASE_MS, 'INTERACTION_LEASE_MS') } : {}),
     ...(process.env.GEMINI_API_KEY ? { geminiApiKey: process.env.GEMINI_API_KEY } : {}),
     ...(process.env.GEMINI_BASE_URL ? { geminiBaseUrl: process.env.GEMINI_BASE_URL } : {}),
     ...(process.env.INTERACTION_STORE_DIR ? { storeDirectory: process.env.INTERACTION_STORE_DIR } : {}),
-    ...(process.env.GEMINI_MODEL ? { model: process.env.GEMINI_MODEL } : {}),
     ...(process.env.UPSTREAM_URL ? { upstreamUrl: process.env.UPSTREAM_URL } : {}),
     ...(corsOrigins ? { corsOrigins } : {}),
     ...(process.env.SIMULATED_GEMINI_PORT ? { simulatedGeminiPort: portNumber(process.env.SIMULATED_GEMINI_PORT, 'SIMULATED_GEMINI_PORT') } : {}),

@@ -1,19 +1,20 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createFileInteractionStore, createNodeFetch, serve, type RunningServer } from '@org/adapter-node';
-import { AgentError } from '@org/core';
+import { createFileEventBus, createFileInteractionStore, createFileSessionLog, createNodeFetch, serve, type RunningServer } from '@org/adapter-node';
+import { AgentError, type EventBus, type InteractionStore, type SessionLog } from '@org/core';
 import {
   AGENT_RUN_PATHS,
   createAgentHandler,
-  createGeminiBackendClient,
   createUpstreamBackendClient,
   errorResponse,
+  SESSIONS_PATH,
   withCors,
   type CorsOptions,
 } from '@org/core/http';
 import { createSimulatedGemini } from '@org/core/testing';
 import { startDriveBackend, type DriveBackendConfig } from './drive-backend.js';
+import { chooseModelProvider, createModelBackend, describeModelBackend, modelFor, type ModelBackendConfig } from './model-backend.js';
 import { PLAYGROUND_HTML } from './playground/page.js';
 import { createReverseProxy } from './reverse-proxy.js';
 
@@ -27,8 +28,20 @@ export interface DevServerConfig {
   geminiBaseUrl?: string;
   /** Where suspended runs are kept; processes sharing it can resume each other's runs. */
   storeDirectory?: string;
-  /** Gemini model id for runs. */
+  /** The model runs use; its name picks the provider (`claude-*`, `gpt-*`, `gemini-*`) unless `modelProvider` does. */
   model?: string;
+  /** `gemini`, `openai`, `anthropic` or `openai-compatible`. */
+  modelProvider?: ModelBackendConfig['provider'];
+  openaiApiKey?: string;
+  /** An OpenAI-compatible Chat Completions server (Ollama, vLLM, LM Studio). */
+  openaiBaseUrl?: string;
+  anthropicApiKey?: string;
+  /** A Redis shared by every instance: interactions, session logs and the event bus live there. */
+  redisUrl?: string;
+  /** A PostgreSQL database shared by every instance, for the same (used when no `redisUrl`). */
+  databaseUrl?: string;
+  /** How long a claim on a saved run lasts without renewal; after it a dead instance's run is picked up. Default 60 s. */
+  leaseMs?: number;
   /** Every other `/v1beta1/*` path is proxied here, and only here (its path prefix kept). */
   upstreamUrl?: string;
   /** Origins whose pages may call the server from a browser. Default `'*'`, as the reference dev backend. */
@@ -43,7 +56,7 @@ export interface DevServerConfig {
 export interface DevServer {
   url: string;
   port: number;
-  mode: 'gemini' | 'custom' | 'simulated';
+  mode: 'gemini' | 'custom' | 'simulated' | 'openai' | 'anthropic' | 'openai-compatible';
   /** The simulated Gemini's base URL (`.../v1beta`), when it runs. */
   simulatedGeminiUrl?: string;
   banner: string;
@@ -69,51 +82,54 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
   const proxy = config.upstreamUrl ? createReverseProxy({ upstreamUrl: config.upstreamUrl, fetch: pooledFetch }) : undefined;
   const script = playgroundScript();
   let simulated: RunningServer | undefined;
-  let mode: DevServer['mode'];
-  let baseUrl: string | undefined;
+  const modelConfig: ModelBackendConfig = {};
+  if (config.modelProvider) modelConfig.provider = config.modelProvider;
+  if (config.model) modelConfig.model = config.model;
+  if (config.geminiApiKey) modelConfig.geminiApiKey = config.geminiApiKey;
+  if (config.openaiApiKey) modelConfig.openaiApiKey = config.openaiApiKey;
+  if (config.openaiBaseUrl) modelConfig.openaiBaseUrl = config.openaiBaseUrl;
+  if (config.anthropicApiKey) modelConfig.anthropicApiKey = config.anthropicApiKey;
   if (gemini) {
-    mode = 'custom';
-    baseUrl = gemini.baseUrl;
-  } else if (config.geminiApiKey) {
-    mode = 'gemini';
-  } else {
-    mode = 'simulated';
-    const simulatedGemini = createSimulatedGemini({ chunkDelayMs: 40 });
-    simulated = await serve({ handler: (request) => simulatedGemini.fetch(request), port: config.simulatedGeminiPort ?? 0 });
-    baseUrl = `${simulated.url}/v1beta`;
+    modelConfig.geminiBaseUrl = gemini.baseUrl;
+    if (gemini.headers) modelConfig.geminiHeaders = gemini.headers;
   }
+  const provider = chooseModelProvider(modelConfig);
+  let mode: DevServer['mode'];
+  if (provider !== 'gemini') mode = provider;
+  else if (gemini) mode = 'custom';
+  else if (config.geminiApiKey) mode = 'gemini';
+  else {
+    mode = 'simulated';
+    // A long-lived server keeps nothing of a run in the simulated model once the run is over.
+    const simulatedGemini = createSimulatedGemini({ chunkDelayMs: 40, keepRequests: 0 });
+    simulated = await serve({ handler: (request) => simulatedGemini.fetch(request), port: config.simulatedGeminiPort ?? 0 });
+    modelConfig.geminiBaseUrl = `${simulated.url}/v1beta`;
+  }
+  const backing = await openBacking(config);
   // Memory: the configured Drive, a simulated one beside the simulated model, else Google's.
   const drive = await startDriveBackend({ simulated: mode === 'simulated' && !config.upstreamUrl, fetch: pooledFetch, ...(config.drive ? { config: config.drive } : {}) });
-  const storeDirectory = path.resolve(config.storeDirectory ?? path.join(os.tmpdir(), 'org-dev-proxy', 'interactions'));
-  mkdirSync(storeDirectory, { recursive: true });
-  const store = createFileInteractionStore({ directory: storeDirectory });
   // Media steps and uploads: the upstream backend as the caller, else the simulated one.
   const mediaUrl = config.upstreamUrl ?? simulated?.url;
-  const backendFor = (accessToken: string | undefined) => {
+  modelConfig.upstream = (accessToken) => {
     // The simulated backend takes anyone; a real upstream needs the caller's token.
     const mediaToken = accessToken ?? (config.upstreamUrl ? undefined : 'simulated');
-    return createGeminiBackendClient({
-      apiKey: config.geminiApiKey ?? 'simulated',
-      fetch: pooledFetch,
-      ...(baseUrl ? { baseUrl } : {}),
-      ...(gemini?.headers ? { headers: gemini.headers } : {}),
-      ...(mediaUrl && mediaToken
-        ? { upstream: createUpstreamBackendClient({ baseUrl: mediaUrl, fetch: pooledFetch, accessToken: mediaToken }) }
-        : {}),
-    });
+    return mediaUrl && mediaToken ? createUpstreamBackendClient({ baseUrl: mediaUrl, fetch: pooledFetch, accessToken: mediaToken }) : undefined;
   };
+  const backendFor = createModelBackend(modelConfig, pooledFetch);
+  const model = modelFor(modelConfig);
   const cors: CorsOptions = { origins: config.corsOrigins ?? '*' };
   const agent = createAgentHandler({
-    createPorts: ({ accessToken }) => drive.withDrive({ backend: backendFor(accessToken), store }, accessToken),
-    runOptions: () => (config.model ? { model: config.model } : undefined),
+    createPorts: ({ accessToken }) => drive.withDrive({ backend: backendFor(accessToken), store: backing.store }, accessToken),
+    runOptions: () => ({ ...(model ? { model } : {}), ...(config.leaseMs === undefined ? {} : { leaseMs: config.leaseMs }) }),
     cors,
+    sessions: { log: backing.log, bus: backing.bus },
   });
   // The reference dev backend lets pages call every proxied path with any method and header.
   const proxied = proxy ? withCors(proxy, { ...cors, allowMethods: '*', allowHeaders: '*' }) : undefined;
 
   const handler = async (request: Request): Promise<Response> => {
     const { pathname } = new URL(request.url);
-    if (AGENT_RUN_PATHS.includes(pathname)) return agent(request);
+    if (AGENT_RUN_PATHS.includes(pathname) || pathname.startsWith(SESSIONS_PATH)) return agent(request);
     if (pathname.startsWith('/v1beta1/') || pathname.startsWith('//')) {
       if (proxied) return proxied(request);
       if (pathname.startsWith('//')) {
@@ -133,6 +149,7 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
     server = await serve({ handler, port: config.port, host });
   } catch (error) {
     await simulated?.close();
+    await backing.close();
     await drive.close();
     await pooledFetch.close();
     throw error;
@@ -142,14 +159,60 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
     url,
     port: server.port,
     mode,
-    ...(simulated && baseUrl ? { simulatedGeminiUrl: baseUrl } : {}),
-    banner: banner({ url, mode, baseUrl, storeChosen: config.storeDirectory !== undefined, upstreamUrl: config.upstreamUrl, cors, memoryLine: drive.bannerLine }),
+    ...(simulated && modelConfig.geminiBaseUrl ? { simulatedGeminiUrl: modelConfig.geminiBaseUrl } : {}),
+    banner: banner({
+      url,
+      mode,
+      modelLine: describeModelBackend(modelConfig),
+      baseUrl: modelConfig.geminiBaseUrl,
+      store: backing.description,
+      upstreamUrl: config.upstreamUrl,
+      cors,
+      memoryLine: drive.bannerLine,
+    }),
     close: async () => {
       await server.close();
       await simulated?.close();
+      await backing.close();
       await drive.close();
       await pooledFetch.close();
     },
+  };
+}
+
+/** Where the server keeps runs and sessions: Redis, PostgreSQL, or files plus this process. */
+interface Backing {
+  store: InteractionStore;
+  log: SessionLog;
+  bus: EventBus;
+  /** For the banner: which, never a URL or a folder. */
+  description: string;
+  close(): Promise<void>;
+}
+
+async function openBacking(config: DevServerConfig): Promise<Backing> {
+  if (config.redisUrl) {
+    // Loaded only when asked for: a dev server on files never loads a database client.
+    const { createRedisBackends } = await import('@org/adapter-node/redis');
+    const backends = createRedisBackends({ url: config.redisUrl });
+    return { ...backends, description: 'Redis (REDIS_URL): interactions, session logs and the event bus, shared by every instance' };
+  }
+  if (config.databaseUrl) {
+    const { createPostgresBackends } = await import('@org/adapter-node/postgres');
+    const backends = createPostgresBackends({ url: config.databaseUrl });
+    return { ...backends, description: 'PostgreSQL (DATABASE_URL): interactions, session logs and the event bus, shared by every instance' };
+  }
+  const storeDirectory = path.resolve(config.storeDirectory ?? path.join(os.tmpdir(), 'org-dev-proxy', 'interactions'));
+  mkdirSync(storeDirectory, { recursive: true });
+  // Sessions beside the interactions, so dev servers sharing the folder share sessions too.
+  const bus = createFileEventBus({ directory: path.join(storeDirectory, 'bus') });
+  return {
+    store: createFileInteractionStore({ directory: storeDirectory }),
+    log: createFileSessionLog({ directory: path.join(storeDirectory, 'sessions') }),
+    bus,
+    // The folder itself is not printed: banners get pasted into issues and chats.
+    description: `files, ${config.storeDirectory !== undefined ? 'in INTERACTION_STORE_DIR' : 'in a folder under the system temp directory (set INTERACTION_STORE_DIR to choose)'}; dev servers sharing it share runs and sessions (REDIS_URL or DATABASE_URL to use a database)`,
+    close: () => bus.close(),
   };
 }
 
@@ -208,8 +271,9 @@ function displayUrl(raw: string): string {
 interface BannerFacts {
   url: string;
   mode: DevServer['mode'];
+  modelLine: string;
   baseUrl: string | undefined;
-  storeChosen: boolean;
+  store: string;
   upstreamUrl: string | undefined;
   cors: CorsOptions;
   memoryLine: string;
@@ -225,7 +289,7 @@ function banner(facts: BannerFacts): string {
         ]
       : mode === 'custom'
         ? [`Model:     Gemini-compatible endpoint at ${displayUrl(baseUrl ?? '')}`]
-        : ['Model:     Gemini API (GEMINI_API_KEY)'];
+        : [facts.modelLine];
   const origins = facts.cors.origins === '*' ? 'any origin (set CORS_ORIGINS to a comma-separated list to narrow it)' : facts.cors.origins.join(', ');
   return [
     `Agent dev server on ${url}`,
@@ -233,10 +297,10 @@ function banner(facts: BannerFacts): string {
     ...modeLines,
     facts.memoryLine,
     `Endpoints: POST ${url}/v1beta1/streamRunAgent  (alias POST ${url}/api/agent/run)`,
+    `           POST ${url}/v1beta1/sessions/new, GET ${url}/v1beta1/sessions/{id}?alt=sse, :resume, :cancel, /status`,
     `Upstream:  ${facts.upstreamUrl ? `every other /v1beta1/* path (and media steps) -> ${displayUrl(facts.upstreamUrl)}` : 'none (set UPSTREAM_URL to forward other /v1beta1/* paths and media steps)'}`,
     `Browsers:  pages from ${origins} may call this server`,
-    // The folder itself is not printed: banners get pasted into issues and chats.
-    `Store:     files, ${facts.storeChosen ? 'in INTERACTION_STORE_DIR' : 'in a folder under the system temp directory (set INTERACTION_STORE_DIR to choose)'}`,
+    `Store:     ${facts.store}`,
     '',
     'Start a run:',
     `  curl -N ${url}/v1beta1/streamRunAgent -H 'content-type: application/json' \\`,

@@ -18,6 +18,8 @@ export interface ModelBackendConfig {
   geminiApiKey?: string;
   /** A Gemini-compatible endpoint (the simulated Gemini, a gateway). */
   geminiBaseUrl?: string;
+  /** Extra headers for that endpoint (its basic auth, taken out of the URL). */
+  geminiHeaders?: Record<string, string>;
   openaiApiKey?: string;
   /** An OpenAI-compatible Chat Completions server (Ollama, vLLM, LM Studio); selects that provider for non-Claude, non-Gemini models. */
   openaiBaseUrl?: string;
@@ -100,6 +102,7 @@ export function createModelBackend(config: ModelBackendConfig, fetch: typeof glo
           apiKey: config.geminiApiKey ?? 'simulated',
           fetch,
           ...(config.geminiBaseUrl ? { baseUrl: config.geminiBaseUrl } : {}),
+          ...(config.geminiHeaders ? { headers: config.geminiHeaders } : {}),
           ...upstreamFor(accessToken),
         });
   }

@@ -237,8 +237,8 @@ describe('createAgentHandler: CORS', () => {
     expect(answer.status).toBe(204);
     expect(Object.fromEntries(answer.headers)).toMatchObject({
       'access-control-allow-origin': SITE,
-      'access-control-allow-methods': 'POST, OPTIONS',
-      'access-control-allow-headers': 'content-type, authorization',
+      'access-control-allow-methods': 'GET, POST, OPTIONS',
+      'access-control-allow-headers': 'content-type, authorization, last-event-id',
       'access-control-max-age': '60',
     });
     expect(answer.headers.get('vary')).toMatch(/Origin/);

@@ -1,13 +1,16 @@
 import { AgentError, isAgentError, toAgentError } from '../errors/index.js';
-import type { AgentPorts } from '../ports/index.js';
-import type { AgentEvent } from '../protocol/events.js';
+import type { AgentPorts, EventBus, SessionLog } from '../ports/index.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
-import { parseAgentRequestText, type AgentRequestLimits } from '../protocol/requests.js';
+import { parseAgentRequestText, parseJsonBody, type AgentRequestLimits } from '../protocol/requests.js';
+import type { RunEvent } from '../protocol/run-events.js';
 import { toWireEvent } from '../protocol/wire.js';
-import { resume, run, type RunOptions } from '../run/index.js';
+import { resume, type RunOptions } from '../run/index.js';
+import { createMemoryEventBus, createMemorySessionLog } from '../sessions/memory-session-log.js';
+import { createSessionService, type SessionContext, type SessionEvent, type SessionService } from '../sessions/session-service.js';
 import { encodeSseComment, encodeSseEvent } from '../sse/index.js';
 import { createCorsPolicy, type CorsOptions } from './cors.js';
 import { redactServerMessage } from './redact.js';
+import { createSessionsEndpoint, SESSIONS_PATH } from './sessions-endpoint.js';
 
 /** The paths the agent endpoint answers on (decision W2). */
 export const AGENT_RUN_PATHS: readonly string[] = ['/v1beta1/streamRunAgent', '/api/agent/run'];
@@ -16,8 +19,22 @@ export const AGENT_RUN_PATHS: readonly string[] = ['/v1beta1/streamRunAgent', '/
 export interface AgentRequestContext {
   /** The caller's token: the body's `accessToken`, else `Authorization: Bearer`. */
   accessToken?: string;
-  /** The incoming request (headers such as `Origin` are often forwarded upstream). */
-  request: Request;
+  /**
+   * The incoming request (headers such as `Origin` are often forwarded upstream). Absent for a
+   * session this instance picked up after the instance running it died: nobody asked, so there
+   * is no request and no token.
+   */
+  request?: Request;
+}
+
+/** Where sessions keep their events, and how the instances of a deployment reach each other. */
+export interface AgentSessionsOptions {
+  /** The event log every instance shares. */
+  log: SessionLog;
+  /** The bus every instance shares. */
+  bus: EventBus;
+  /** A reader that heard nothing from a running session for this long checks its instance is alive. Default 15 000 ms. */
+  livenessMs?: number;
 }
 
 /** Options of {@link createAgentHandler}. */
@@ -45,6 +62,12 @@ export interface AgentHandlerOptions {
    * SHA-256 digest of the token (the token itself is never stored). Return `undefined` for anonymous.
    */
   resolveOwner?: (accessToken: string | undefined) => string | undefined | Promise<string | undefined>;
+  /**
+   * Sessions (`/v1beta1/sessions/*`, and `streamRunAgent` runs on the same machinery). Default: a
+   * log and a bus in this process, which serve one instance. Share a Redis or PostgreSQL log and
+   * bus (`@org/adapter-node/redis`, `/postgres`) to span many.
+   */
+  sessions?: AgentSessionsOptions;
 }
 
 const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
@@ -69,15 +92,42 @@ export function createAgentHandler(options: AgentHandlerOptions): (request: Requ
   const limits: AgentRequestLimits = {};
   if (options.maxJsonDepth !== undefined) limits.maxJsonDepth = options.maxJsonDepth;
   if (options.maxSegments !== undefined) limits.maxSegments = options.maxSegments;
-  const cors = createCorsPolicy(options.cors, { methods: ['POST'], headers: ['content-type', 'authorization'] });
+  const cors = createCorsPolicy(options.cors, { methods: ['GET', 'POST'], headers: ['content-type', 'authorization', 'last-event-id'] });
+
+  const contextFor = async (request: Request | undefined, accessToken: string | undefined): Promise<SessionContext> => {
+    const context: AgentRequestContext = {};
+    if (accessToken !== undefined) context.accessToken = accessToken;
+    if (request !== undefined) context.request = request;
+    const ports = await options.createPorts(context);
+    const owner = await resolveOwner(accessToken);
+    const runOptions = options.runOptions?.(context);
+    const session: SessionContext = { ports };
+    if (owner !== undefined) session.owner = owner;
+    if (runOptions !== undefined) session.runOptions = runOptions;
+    return session;
+  };
+  const service = createSessionService({
+    log: options.sessions?.log ?? createMemorySessionLog(),
+    bus: options.sessions?.bus ?? createMemoryEventBus(),
+    pickUpContext: () => contextFor(undefined, undefined),
+    ...(options.sessions?.livenessMs === undefined ? {} : { livenessMs: options.sessions.livenessMs }),
+  });
+  const readJson = async (request: Request): Promise<unknown> => {
+    requireJson(request);
+    return parseJsonBody(await readBody(request, maxBodyBytes), limits);
+  };
+  const sessions = createSessionsEndpoint({ service, contextFor, readJson, keepAliveMs });
+
   return async (request) => {
     const url = new URL(request.url);
-    if (!AGENT_RUN_PATHS.includes(url.pathname)) {
+    const isRun = AGENT_RUN_PATHS.includes(url.pathname);
+    if (!isRun && !url.pathname.startsWith(SESSIONS_PATH)) {
       return errorResponse(new AgentError('NOT_FOUND', `No agent endpoint at ${url.pathname}`));
     }
     if (cors.isPreflight(request)) return cors.preflight(request);
     const refused = cors.refuse(request);
     if (refused) return refused;
+    if (!isRun) return cors.decorate(request, await (sessions(request, url) as Promise<Response>));
     if (request.method === 'OPTIONS') return cors.decorate(request, new Response(null, { status: 204, headers: { allow: 'POST, OPTIONS' } }));
     if (request.method !== 'POST') {
       const response = errorResponse(new AgentError('METHOD_NOT_ALLOWED', `${url.pathname} accepts POST, not ${request.method}`));
@@ -90,25 +140,97 @@ export function createAgentHandler(options: AgentHandlerOptions): (request: Requ
       const text = await readBody(request, maxBodyBytes);
       const body = parseAgentRequestText(text, limits);
       const accessToken = body.accessToken ?? bearerToken(request);
-      const context: AgentRequestContext = accessToken === undefined ? { request } : { accessToken, request };
-      const ports = await options.createPorts(context);
-      const owner = await resolveOwner(accessToken);
-      const controller = new AbortController();
-      const runOptions: RunOptions = { ...(options.runOptions?.(context) ?? {}), signal: controller.signal };
-      if (owner !== undefined) runOptions.owner = owner;
-      const events =
+      const context = await contextFor(request, accessToken);
+      const stream =
         body.kind === 'start'
-          ? run(body.start, ports, runOptions)
-          : // The answer travels as the client sent it; the suspended function reads what it needs.
-            resume(body.resume.interactionId, body.resume.response as ResumeResponse, ports, runOptions);
-      return cors.decorate(
-        request,
-        new Response(toSseStream(events, controller, request.signal, keepAliveMs), { status: 200, headers: sseHeaders() }),
-      );
+          ? await startLegacy(service, body.start, context, request.signal, keepAliveMs)
+          : await resumeLegacy(service, body.resume.interactionId, body.resume.response as ResumeResponse, context, request.signal, keepAliveMs);
+      return cors.decorate(request, new Response(stream, { status: 200, headers: sseHeaders() }));
     } catch (error) {
       return cors.decorate(request, asSse ? sseErrorResponse(error) : errorResponse(error));
     }
   };
+}
+
+/**
+ * The legacy start: a session like any other, whose first segment streams back on this response.
+ * A client that leaves before the segment ends cancels it (it never learned an id to resume).
+ */
+async function startLegacy(
+  service: SessionService,
+  start: Parameters<SessionService['start']>[0],
+  context: SessionContext,
+  requestSignal: AbortSignal,
+  keepAliveMs: number,
+): Promise<ReadableStream<Uint8Array>> {
+  const sessionId = await service.start(start, context);
+  const reading = new AbortController();
+  return toSseStream(service.events(sessionId, -1, reading.signal), requestSignal, keepAliveMs, () => {
+    reading.abort();
+    void service.cancel(sessionId, context).catch(() => undefined);
+  });
+}
+
+/**
+ * The legacy resume: the session the interaction belongs to goes on, and its next segment streams
+ * back on this response. A client that leaves stops the segment without ending the run: the same
+ * interaction id resumes it. An interaction saved outside sessions resumes directly.
+ */
+async function resumeLegacy(
+  service: SessionService,
+  interactionId: string,
+  response: ResumeResponse,
+  context: SessionContext,
+  requestSignal: AbortSignal,
+  keepAliveMs: number,
+): Promise<ReadableStream<Uint8Array>> {
+  const sessionId = await service.sessionOf(interactionId, context.ports);
+  // Saved outside sessions, or by a session whose log this instance does not share: resume directly.
+  const info = sessionId === undefined ? undefined : await service.status(sessionId).catch(() => undefined);
+  if (sessionId === undefined || info === undefined) {
+    const controller = new AbortController();
+    const runOptions: RunOptions = { ...context.runOptions, signal: controller.signal };
+    if (context.owner !== undefined) runOptions.owner = context.owner;
+    const events = runEvents(resume(interactionId, response, context.ports, runOptions));
+    return toSseStream(events, requestSignal, keepAliveMs, () => controller.abort(new AgentError('ABORTED', 'Client disconnected')));
+  }
+  if (info.interactionId !== interactionId) {
+    return singleEvent({ error: { message: `Unknown interaction ID: ${interactionId}`, code: 'INTERACTION_NOT_FOUND' } });
+  }
+  try {
+    await service.resume(sessionId, response, context);
+  } catch (error) {
+    const failure = toAgentError(error);
+    // The legacy protocol speaks of interactions, not sessions.
+    const message =
+      failure.code === 'INTERACTION_NOT_FOUND'
+        ? `Unknown interaction ID: ${interactionId}`
+        : failure.code === 'FORBIDDEN'
+          ? `Interaction ${interactionId} belongs to another user`
+          : failure.message;
+    return singleEvent({ error: { message, code: failure.code } });
+  }
+  const reading = new AbortController();
+  return toSseStream(service.events(sessionId, info.eventCount - 1, reading.signal), requestSignal, keepAliveMs, () => {
+    reading.abort();
+    service.interrupt(sessionId);
+  });
+}
+
+/** A run's events as session events (the path for interactions saved outside sessions). */
+async function* runEvents(events: AsyncGenerator<RunEvent>): AsyncGenerator<SessionEvent> {
+  let index = 0;
+  for await (const event of events) yield { index: index++, json: JSON.stringify(toWireEvent(event)) };
+}
+
+function singleEvent(payload: object): ReadableStream<Uint8Array> {
+  const bytes = new TextEncoder().encode(encodeSseEvent(payload));
+  return new ReadableStream({
+    start(stream) {
+      stream.enqueue(bytes);
+      stream.close();
+    },
+  });
 }
 
 /**
@@ -169,17 +291,26 @@ function requireJson(request: Request): void {
   );
 }
 
+/**
+ * Writes a segment's events as `data:` lines, with a keep-alive comment after each silence.
+ * `onLeave` runs when the client goes away before the segment ends.
+ */
 function toSseStream(
-  events: AsyncGenerator<AgentEvent>,
-  controller: AbortController,
+  events: AsyncGenerator<SessionEvent>,
   requestSignal: AbortSignal,
   keepAliveMs: number,
+  onLeave: () => void,
 ): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
   const keepAlive = encoder.encode(encodeSseComment('keep-alive'));
-  let pending: Promise<IteratorResult<AgentEvent>> | undefined;
-  const stop = (): void => controller.abort(new AgentError('ABORTED', 'Client disconnected'));
-  requestSignal.addEventListener('abort', stop, { once: true });
+  let pending: Promise<IteratorResult<SessionEvent>> | undefined;
+  let finished = false;
+  const leave = (): void => {
+    if (finished) return;
+    finished = true;
+    onLeave();
+  };
+  requestSignal.addEventListener('abort', leave, { once: true });
   return new ReadableStream<Uint8Array>({
     async pull(stream) {
       pending ??= events.next();
@@ -195,15 +326,16 @@ function toSseStream(
       }
       pending = undefined;
       if (next.done) {
-        requestSignal.removeEventListener('abort', stop);
+        finished = true;
+        requestSignal.removeEventListener('abort', leave);
         stream.close();
         return;
       }
-      stream.enqueue(encoder.encode(encodeSseEvent(toWireEvent(next.value))));
+      stream.enqueue(encoder.encode(`data: ${next.value.json}\n\n`));
     },
     async cancel() {
-      requestSignal.removeEventListener('abort', stop);
-      stop();
+      requestSignal.removeEventListener('abort', leave);
+      leave();
       await events.return(undefined);
     },
   });

@@ -30,3 +30,11 @@ export { PROVIDER_DATA_FIELD } from './providers/provider-data.js';
 export type { ProviderPartData } from './providers/provider-data.js';
 export { SERVER_TOOL_PROGRESS_FIELD } from './providers/gemini-chunks.js';
 export type { ServerToolProgress } from './providers/gemini-chunks.js';
+export { createSessionsEndpoint, SESSIONS_PATH, type SessionsEndpointOptions } from './sessions-endpoint.js';
+export {
+  createSessionService,
+  type SessionContext,
+  type SessionEvent,
+  type SessionService,
+  type SessionServiceOptions,
+} from '../sessions/session-service.js';

@@ -8,8 +8,10 @@ export {
   DEFAULT_LEASE_MS,
   encodeState,
   InteractionClaim,
+  readInteractionLabel,
   saveInteraction,
   type ClaimOptions,
   type ClaimResult,
+  type InteractionLabel,
 } from './interaction-claims.js';
 export { DEFAULT_INTERACTION_TTL_MS, DEFAULT_MAX_STATE_BYTES, MAX_STATE_DEPTH, toJsonText, type JsonTextOptions } from './json-text.js';

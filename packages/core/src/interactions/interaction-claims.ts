@@ -11,6 +11,14 @@ interface RecordMeta {
   owner?: string;
   /** Who holds the record now, and until when (epoch ms). */
   lease?: { token: string; until: number };
+  /** The session the run belongs to, so a resume by interaction id finds it. */
+  sessionId?: string;
+}
+
+/** What a record says about itself, readable without claiming it. */
+export interface InteractionLabel {
+  owner?: string;
+  sessionId?: string;
 }
 
 /** Options of {@link saveInteraction} and {@link claimInteraction}. */
@@ -21,6 +29,8 @@ export interface ClaimOptions {
   leaseMs?: number;
   /** Clock (epoch ms), for tests of lease expiry. */
   now?: () => number;
+  /** The session the run belongs to (kept with the record). */
+  sessionId?: string;
 }
 
 /** What {@link claimInteraction} found. */
@@ -42,8 +52,15 @@ export function encodeState(store: InteractionStore, id: string, state: unknown)
  * Saves a new record nobody holds (a suspend or a pause), bound to `owner`. Ids are fresh, so a
  * record already under `id` is a `CONFLICT`.
  */
-export async function saveInteraction(store: InteractionStore, id: string, state: unknown, owner: string | undefined): Promise<void> {
+export async function saveInteraction(
+  store: InteractionStore,
+  id: string,
+  state: unknown,
+  owner: string | undefined,
+  sessionId?: string,
+): Promise<void> {
   const meta: RecordMeta = owner === undefined ? {} : { owner };
+  if (sessionId !== undefined) meta.sessionId = sessionId;
   const version = await storeCall(id, 'save', () => store.set(id, { meta: JSON.stringify(meta), state: encodeState(store, id, state) }, null));
   if (version === undefined) throw new AgentError('CONFLICT', `Interaction ${id} already exists`);
 }
@@ -62,11 +79,23 @@ export async function createClaimedInteraction(
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
   const lease = { token: crypto.randomUUID(), until: now() + leaseMs };
   const meta: RecordMeta = options.owner === undefined ? { lease } : { owner: options.owner, lease };
+  if (options.sessionId !== undefined) meta.sessionId = options.sessionId;
   const metaText = JSON.stringify(meta);
   const stateText = encodeState(store, id, state);
   const version = await storeCall(id, 'save', () => store.set(id, { meta: metaText, state: stateText }, null));
   if (version === undefined) throw new AgentError('CONFLICT', `Interaction ${id} already exists`);
   return new InteractionClaim(store, id, stateText, meta, version, leaseMs, now);
+}
+
+/** The owner and session of the record under `id`, without claiming it; `undefined` when absent. */
+export async function readInteractionLabel(store: InteractionStore, id: string): Promise<InteractionLabel | undefined> {
+  const record = await storeCall(id, 'read', () => store.get(id));
+  if (!record) return undefined;
+  const { owner, sessionId } = parseMeta(id, record.meta);
+  const label: InteractionLabel = {};
+  if (owner !== undefined) label.owner = owner;
+  if (sessionId !== undefined) label.sessionId = sessionId;
+  return label;
 }
 
 /**

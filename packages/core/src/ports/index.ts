@@ -15,6 +15,9 @@ export type {
   SpreadsheetMetadata,
 } from './drive-operations-client.js';
 
+export { SESSION_STATUSES, TERMINAL_SESSION_STATUSES } from './session-log.js';
+export type { EventBus, EventSubscription, SessionInfo, SessionLog, SessionStatus } from './session-log.js';
+
 import type { BackendClient } from './backend-client.js';
 import type { DriveOperationsClient } from './drive-operations-client.js';
 import type { InteractionStore } from './interaction-store.js';

@@ -100,16 +100,22 @@ export const DEFAULT_MAX_SEGMENTS = 1000;
  * ```
  */
 export function parseAgentRequestText(text: string, limits: AgentRequestLimits = {}): AgentRequestBody {
+  return parseBody(parseJsonBody(text, limits), limits.maxSegments ?? DEFAULT_MAX_SEGMENTS);
+}
+
+/**
+ * Parses the raw text of any JSON request body within the depth limit: empty, too deep or not
+ * JSON is a `BAD_REQUEST` naming `(body)`.
+ */
+export function parseJsonBody(text: string, limits: Pick<AgentRequestLimits, 'maxJsonDepth'> = {}): unknown {
   if (text.trim().length === 0) throw badRequest('(body)', 'expected a JSON object, got an empty body');
   const maxDepth = limits.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH;
   if (jsonTextNestsDeeper(text, maxDepth)) throw tooDeep('(body)', maxDepth);
-  let json: unknown;
   try {
-    json = JSON.parse(text);
+    return JSON.parse(text) as unknown;
   } catch (error) {
     throw badRequest('(body)', `not valid JSON (${error instanceof Error ? error.message : String(error)})`);
   }
-  return parseBody(json, limits.maxSegments ?? DEFAULT_MAX_SEGMENTS);
 }
 
 /**

@@ -120,7 +120,7 @@ export async function finishSegment(outcome: LoopOutcome, segment: Segment): Pro
       state.calls = toSavedCalls(outcome.calls, outcome.pending);
       state.pendingCallId = outcome.pending.callId;
       state.precondition = outcome.suspend.precondition;
-      await saveInteraction(ports.store, interactionId, state, options.owner);
+      await saveInteraction(ports.store, interactionId, state, options.owner, options.sessionId);
       await claim?.commit();
       // The chat log in memory is kept best effort: a failed write never stops the run.
       await segment.memory?.chatLog.recordQuestion(outcome.pending, segment.environment.signal).catch(() => undefined);
@@ -135,7 +135,7 @@ export async function finishSegment(outcome: LoopOutcome, segment: Segment): Pro
         await claim.release();
       } else {
         interactionId = crypto.randomUUID();
-        await saveInteraction(ports.store, interactionId, toSavedState(session, 'checkpoint', options), options.owner);
+        await saveInteraction(ports.store, interactionId, toSavedState(session, 'checkpoint', options), options.owner, options.sessionId);
       }
       emit({
         type: 'error',

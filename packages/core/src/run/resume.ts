@@ -55,16 +55,33 @@ export function resume(
       emit({ type: 'error', message: error.message, code: error.code });
       return;
     }
-    const { claim } = claimed;
-    let prepared: Prepared | undefined;
-    try {
-      prepared = await prepare(claim, response as JsonObject, ports, options, environment);
-    } finally {
-      // Unreadable, or the answer itself ended the run: nothing will hold the record any longer.
-      if (!prepared) await claim.release().catch(() => undefined);
-    }
-    if (prepared) await runSegment({ ...prepared, ports, options, environment, claim });
+    await continueClaimed(claimed.claim, response, ports, options, environment);
   });
+}
+
+/**
+ * Resumes a run whose record the caller already claimed (the session layer claims first, so a
+ * refused claim never reaches the session's log). The claim is committed or released at the end.
+ */
+export function resumeClaimed(claim: InteractionClaim, response: ResumeResponse, ports: AgentPorts, options: RunOptions = {}): AsyncGenerator<RunEvent> {
+  return driveRun(options, (environment) => continueClaimed(claim, response, ports, options, environment));
+}
+
+async function continueClaimed(
+  claim: InteractionClaim,
+  response: ResumeResponse,
+  ports: AgentPorts,
+  options: RunOptions,
+  environment: RunEnvironment,
+): Promise<void> {
+  let prepared: Prepared | undefined;
+  try {
+    prepared = await prepare(claim, response as JsonObject, ports, options, environment);
+  } finally {
+    // Unreadable, or the answer itself ended the run: nothing will hold the record any longer.
+    if (!prepared) await claim.release().catch(() => undefined);
+  }
+  if (prepared) await runSegment({ ...prepared, ports, options, environment, claim });
 }
 
 type Prepared = Pick<Parameters<typeof runSegment>[0], 'session' | 'toolbox' | 'recovered' | 'unsaved' | 'memory'>;
@@ -93,7 +110,7 @@ async function prepare(
     consentsGranted: new Set(state.consentsGranted),
     turnCount: state.turnCount,
     maxTurns: options.maxTurns ?? DEFAULT_MAX_TURNS,
-    sessionId: state.sessionId ?? crypto.randomUUID(),
+    sessionId: state.sessionId ?? options.sessionId ?? crypto.randomUUID(),
   };
   if (state.graph) session.graph = state.graph;
   const memory = await openRunMemory(session, ports, environment.signal, options, 'resume');

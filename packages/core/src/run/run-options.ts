@@ -39,4 +39,6 @@ export interface RunOptions {
    * it, a run is saved only when it suspends or pauses.
    */
   interactionId?: string;
+  /** The session this run belongs to; kept with every saved state, so a resume by interaction id finds it. */
+  sessionId?: string;
 }

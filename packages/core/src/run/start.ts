@@ -59,7 +59,7 @@ export function run(request: StartRequest, ports: AgentPorts, options: RunOption
       consentsGranted: new Set(),
       turnCount: 0,
       maxTurns: options.maxTurns ?? DEFAULT_MAX_TURNS,
-      sessionId: crypto.randomUUID(),
+      sessionId: options.sessionId ?? crypto.randomUUID(),
     };
     if (request.graph) session.graph = request.graph;
     const memory = await openRunMemory(session, ports, environment.signal, options, 'start');
@@ -69,6 +69,7 @@ export function run(request: StartRequest, ports: AgentPorts, options: RunOption
         : await createClaimedInteraction(ports.store, options.interactionId, toSavedState(session, 'checkpoint', options), {
             ...(options.owner === undefined ? {} : { owner: options.owner }),
             ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+            ...(options.sessionId === undefined ? {} : { sessionId: options.sessionId }),
           });
     const toolbox = toolboxFor(options, optionalGroupsOf(session, ports));
     await runSegment({ session, toolbox, ports, options, environment, ...(claim ? { claim } : {}), ...(memory ? { memory } : {}) });

@@ -36,3 +36,13 @@ export {
   type FakeGoogleDriveOptions,
   type FakeGoogleDriveRequest,
 } from './fake-google-drive.js';
+export { createMemoryEventBus, createMemorySessionLog, type MemorySessionLogOptions } from '../sessions/memory-session-log.js';
+export {
+  describeEventBusConformance,
+  describeSessionLogConformance,
+  eventBusConformanceCases,
+  sessionLogConformanceCases,
+  type SessionConformanceCase,
+  type SessionConformanceOptions,
+  type SessionLogConformanceOptions,
+} from './session-conformance.js';

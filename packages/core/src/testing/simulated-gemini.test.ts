@@ -101,7 +101,25 @@ describe('simulated Gemini', () => {
   });
 });
 
-describe('simulated Gemini with memory', () => {
+describe('simulated Gemini memory', () => {
+  it('keeps only the latest requests, and none when told', async () => {
+    const post = (gemini: ReturnType<typeof createSimulatedGemini>) =>
+      gemini.fetch(
+        new Request('http://sim/v1beta/models/m:streamGenerateContent?alt=sse', {
+          method: 'POST',
+          body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }),
+        }),
+      );
+    const bounded = createSimulatedGemini({ keepRequests: 3 });
+    for (let index = 0; index < 5; index += 1) await (await post(bounded)).text();
+    expect(bounded.requests).toHaveLength(3);
+    const none = createSimulatedGemini({ keepRequests: 0 });
+    await (await post(none)).text();
+    expect(none.requests).toHaveLength(0);
+  });
+});
+
+describe('simulated Gemini and the memory functions', () => {
   it('keeps a note per run in a memory sheet and reads the notes back, across two runs of one graph', async () => {
     const { ports } = setup();
     const fake = createFakeGoogleDrive();

@@ -7,11 +7,17 @@ import { simulatedExecuteStep } from './simulated-media.js';
 export interface SimulatedGeminiOptions {
   /** Pause between streamed chunks, so a client sees the stream arrive. Default 0. */
   chunkDelayMs?: number;
+  /**
+   * How many of the latest requests `requests` keeps (older ones are dropped). Default 100; a
+   * long-lived server (`pnpm dev`) passes 0 so nothing of a run outlives it.
+   */
+  keepRequests?: number;
 }
 
-/** A Gemini-compatible endpoint as a Web handler, plus the requests it saw. */
+/** A Gemini-compatible endpoint as a Web handler, plus the latest requests it saw. */
 export interface SimulatedGemini {
   fetch(request: Request): Promise<Response>;
+  /** The latest requests, oldest first (at most `keepRequests`). */
   readonly requests: Array<{ model: string; body: GenerateContentRequest }>;
 }
 
@@ -53,7 +59,11 @@ export function createSimulatedGemini(options: SimulatedGeminiOptions = {}): Sim
         return json(400, { error: { code: 400, message: 'Invalid JSON payload received.', status: 'INVALID_ARGUMENT' } });
       }
       const model = decodeURIComponent(match[1] as string);
-      requests.push({ model, body });
+      const keep = options.keepRequests ?? 100;
+      if (keep > 0) {
+        requests.push({ model, body });
+        if (requests.length > keep) requests.splice(0, requests.length - keep);
+      }
       const lost = findLostSignature(body.contents ?? []);
       if (lost) {
         return json(400, {

@@ -1,0 +1,54 @@
+import { AgentError, DEFAULT_INTERACTION_TTL_MS, isAgentError } from '@org/core';
+
+/** The longest record id the database stores accept. */
+export const MAX_RECORD_ID_LENGTH = 512;
+
+/**
+ * Refuses an interaction or session id that no database store should hold: empty, longer than
+ * 512 characters, or with control characters (PostgreSQL's `text` cannot even hold a NUL).
+ */
+export function checkRecordId(kind: 'Interaction' | 'Session', id: string): void {
+  if (typeof id !== 'string' || id.length === 0 || id.length > MAX_RECORD_ID_LENGTH || /[\u0000-\u001f\u007f]/.test(id)) {
+    const shown = typeof id === 'string' ? JSON.stringify(id.slice(0, 80)) : typeof id;
+    throw new AgentError('BAD_REQUEST', `${kind} id ${shown} must be 1 to ${MAX_RECORD_ID_LENGTH} characters without control characters`);
+  }
+}
+
+/**
+ * A short, safe word for what went wrong: a system error code (`ECONNREFUSED`), a database error
+ * code (`NOSCRIPT`, SQLSTATE `53300`) or the error's class name. Never the message, which may hold
+ * a host, a query or a value.
+ */
+export function failureReason(error: unknown, depth = 0): string {
+  if (error && typeof error === 'object') {
+    // Wrappers (node-redis's ReconnectStrategyError, AggregateError of a dual-stack connect)
+    // carry the telling error inside.
+    const inner = (error as { socketError?: unknown; originalError?: unknown }).socketError ?? (error as { originalError?: unknown }).originalError;
+    const first = inner ?? (error as { errors?: unknown[] }).errors?.[0];
+    if (first && depth < 3) return failureReason(first, depth + 1);
+    const code = (error as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[A-Za-z0-9_]{1,40}$/.test(code)) return code;
+    const message = (error as { message?: unknown }).message;
+    const word = typeof message === 'string' ? /^([A-Z][A-Z_]{2,30})\b/.exec(message)?.[1] : undefined;
+    if (word) return word;
+    const name = (error as { name?: unknown }).name;
+    if (typeof name === 'string' && /^[A-Za-z]{1,40}$/.test(name) && name !== 'Error') return name;
+  }
+  return 'error';
+}
+
+/**
+ * A `STORE_ERROR` naming the action, the record and the database, with a safe reason word; an
+ * `AgentError` passes through unchanged. The original error is kept as `cause` for server logs.
+ */
+export function storeFailure(database: string, action: string, error: unknown): AgentError {
+  if (isAgentError(error)) return error;
+  return new AgentError('STORE_ERROR', `Could not ${action} (${database}: ${failureReason(error)})`, { cause: error });
+}
+
+/** Checks a time to live given to a factory. */
+export function checkTtl(ttlMs: number | undefined, factory: string): number {
+  const value = ttlMs ?? DEFAULT_INTERACTION_TTL_MS;
+  if (!Number.isSafeInteger(value) || value <= 0) throw new TypeError(`${factory}: \`ttlMs\` must be a positive whole number of milliseconds`);
+  return value;
+}

@@ -1,0 +1,169 @@
+import { AgentError, toAgentError } from '../errors/index.js';
+import { parseAgentRequestBody } from '../protocol/requests.js';
+import type { ResumeResponse } from '../protocol/resume-responses.js';
+import type { SessionContext, SessionEvent, SessionService } from '../sessions/session-service.js';
+import { encodeSseComment, encodeSseEvent } from '../sse/index.js';
+
+/** The prefix of every sessions path. */
+export const SESSIONS_PATH = '/v1beta1/sessions/';
+
+/** What the sessions endpoint needs from the handler that serves it. */
+export interface SessionsEndpointOptions {
+  service: SessionService;
+  /** The caller's ports and identity, from the request and the token it carries. */
+  contextFor(request: Request, accessToken: string | undefined): Promise<SessionContext>;
+  /** Reads a JSON body within the handler's limits (size, depth); throws coded errors. */
+  readJson(request: Request): Promise<unknown>;
+  /** A keep-alive comment after this much silence on a stream. */
+  keepAliveMs: number;
+}
+
+const SESSION_ID = /^[A-Za-z0-9._-]{1,128}$/;
+
+/**
+ * The sessions protocol: `POST sessions/new` → `{sessionId}`; `GET sessions/{id}?alt=sse&after=N`
+ * → the start envelope, numbered events, the done envelope; `POST sessions/{id}:resume` (the body
+ * is the answer) → `{ok:true}`; `GET sessions/{id}/status`; `POST sessions/{id}:cancel`.
+ * Returns `undefined` for paths it does not serve.
+ */
+export function createSessionsEndpoint(options: SessionsEndpointOptions): (request: Request, url: URL) => Promise<Response> | undefined {
+  const { service } = options;
+  return (request, url) => {
+    if (!url.pathname.startsWith(SESSIONS_PATH)) return undefined;
+    const rest = url.pathname.slice(SESSIONS_PATH.length);
+    return route(rest).catch((error: unknown) => errorJson(error));
+
+    async function route(path: string): Promise<Response> {
+      if (path === 'new') {
+        allow(request, 'POST', url);
+        const body = parseAgentRequestBody(await options.readJson(request));
+        if (body.kind !== 'start') throw new AgentError('BAD_REQUEST', "sessions/new takes a start request: { segments, flags?, graph? }");
+        const context = await options.contextFor(request, body.accessToken ?? bearerToken(request));
+        const sessionId = await service.start(body.start, context);
+        return json({ sessionId });
+      }
+      const match = /^([^/:]+)(?::(resume|cancel)|\/(status))?$/.exec(path);
+      const sessionId = match?.[1];
+      if (!match || sessionId === undefined) throw new AgentError('NOT_FOUND', `No sessions endpoint at ${url.pathname}`);
+      if (!SESSION_ID.test(sessionId)) throw new AgentError('NOT_FOUND', 'Session not found');
+      const action = match[2] ?? match[3];
+      if (action === 'status') {
+        allow(request, 'GET', url);
+        const info = await service.status(sessionId);
+        return json({ sessionId, status: info.status, eventCount: info.eventCount });
+      }
+      if (action === 'resume') {
+        allow(request, 'POST', url);
+        const body = await options.readJson(request);
+        if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+          throw new AgentError('BAD_REQUEST', '(body): expected the answer as a JSON object, e.g. {"input": {...}}', { details: { path: '(body)' } });
+        }
+        const { accessToken, ...response } = body as Record<string, unknown>;
+        if (accessToken !== undefined && typeof accessToken !== 'string') {
+          throw new AgentError('BAD_REQUEST', 'accessToken: expected string', { details: { path: 'accessToken' } });
+        }
+        const context = await options.contextFor(request, (accessToken as string | undefined) || bearerToken(request));
+        await service.resume(sessionId, response as ResumeResponse, context);
+        return json({ ok: true });
+      }
+      if (action === 'cancel') {
+        allow(request, 'POST', url);
+        await service.cancel(sessionId, await options.contextFor(request, bearerToken(request)));
+        return json({ sessionId, status: 'cancelled' });
+      }
+      allow(request, 'GET', url);
+      const after = cursorOf(url, request);
+      await service.status(sessionId);
+      return new Response(sessionStream(service.events(sessionId, after, request.signal), sessionId, options.keepAliveMs), {
+        status: 200,
+        headers: {
+          'content-type': 'text/event-stream; charset=utf-8',
+          'cache-control': 'no-cache, no-transform',
+          'x-accel-buffering': 'no',
+        },
+      });
+    }
+  };
+}
+
+/** `after` from the query, else `Last-Event-ID`, else -1 (everything). */
+function cursorOf(url: URL, request: Request): number {
+  const raw = url.searchParams.get('after') ?? request.headers.get('last-event-id');
+  if (raw === null || raw === '') return -1;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < -1) {
+    throw new AgentError('BAD_REQUEST', `after: expected an event index (an integer of -1 or more), got "${raw.slice(0, 40)}"`, {
+      details: { path: 'after' },
+    });
+  }
+  return value;
+}
+
+function sessionStream(events: AsyncGenerator<SessionEvent>, sessionId: string, keepAliveMs: number): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  const keepAlive = encoder.encode(encodeSseComment('keep-alive'));
+  let started = false;
+  let pending: Promise<IteratorResult<SessionEvent>> | undefined;
+  return new ReadableStream<Uint8Array>({
+    async pull(stream) {
+      if (!started) {
+        started = true;
+        stream.enqueue(encoder.encode(encodeSseEvent(JSON.stringify({ sessionId }), { event: 'start' })));
+        return;
+      }
+      pending ??= events.next();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const tick = new Promise<'tick'>((resolve) => {
+        timer = setTimeout(() => resolve('tick'), keepAliveMs);
+      });
+      let next: IteratorResult<SessionEvent> | 'tick';
+      try {
+        next = await Promise.race([pending, tick]);
+      } catch (error) {
+        const failure = toAgentError(error);
+        stream.enqueue(encoder.encode(encodeSseEvent(JSON.stringify({ error: { message: failure.message, code: failure.code } }), { event: 'event' })));
+        stream.enqueue(encoder.encode(encodeSseEvent('{}', { event: 'done' })));
+        stream.close();
+        return;
+      } finally {
+        clearTimeout(timer);
+      }
+      if (next === 'tick') {
+        stream.enqueue(keepAlive);
+        return;
+      }
+      pending = undefined;
+      if (next.done) {
+        stream.enqueue(encoder.encode(encodeSseEvent('{}', { event: 'done' })));
+        stream.close();
+        return;
+      }
+      stream.enqueue(encoder.encode(encodeSseEvent(next.value.json, { event: 'event', id: String(next.value.index) })));
+    },
+    async cancel() {
+      await events.return(undefined);
+    },
+  });
+}
+
+function allow(request: Request, method: string, url: URL): void {
+  if (request.method !== method) throw new AgentError('METHOD_NOT_ALLOWED', `${url.pathname} accepts ${method}, not ${request.method}`);
+}
+
+function json(value: unknown): Response {
+  return new Response(JSON.stringify(value), { status: 200, headers: { 'content-type': 'application/json; charset=utf-8' } });
+}
+
+function errorJson(error: unknown): Response {
+  const failure = toAgentError(error);
+  return new Response(JSON.stringify(failure.toJSON()), {
+    status: failure.status,
+    headers: { 'content-type': 'application/json; charset=utf-8' },
+  });
+}
+
+function bearerToken(request: Request): string | undefined {
+  const header = request.headers.get('authorization');
+  const match = header ? /^Bearer\s+(.+)$/i.exec(header.trim()) : null;
+  return match?.[1];
+}

@@ -1,0 +1,373 @@
+import { AgentError, toAgentError } from '../errors/index.js';
+import { claimInteraction, DEFAULT_LEASE_MS, readInteractionLabel, type InteractionClaim } from '../interactions/index.js';
+import type { AgentPorts, EventBus, SessionInfo, SessionLog, SessionStatus } from '../ports/index.js';
+import { isSuspendEvent } from '../protocol/events.js';
+import type { StartRequest } from '../protocol/requests.js';
+import type { ResumeResponse } from '../protocol/resume-responses.js';
+import type { RunEvent } from '../protocol/run-events.js';
+import { toWireEvent } from '../protocol/wire.js';
+import { resumeClaimed } from '../run/resume.js';
+import type { RunOptions } from '../run/run-options.js';
+import { run } from '../run/start.js';
+
+/** What one request brings to a session: the caller's ports and who the caller is. */
+export interface SessionContext {
+  ports: AgentPorts;
+  owner?: string;
+  /** Run options (model, mode, groups, …) for the segment this request starts. */
+  runOptions?: Omit<RunOptions, 'signal' | 'owner' | 'interactionId' | 'sessionId'>;
+}
+
+/** Options of {@link createSessionService}. */
+export interface SessionServiceOptions {
+  log: SessionLog;
+  bus: EventBus;
+  /**
+   * The ports for a segment nobody asked for: a session whose instance died, picked up by this
+   * one. There is no caller, so no caller's token.
+   */
+  pickUpContext?: () => SessionContext | Promise<SessionContext>;
+  /** A reader that heard nothing from a running session for this long checks it is still alive. Default 15 000 ms. */
+  livenessMs?: number;
+  /** How often a running segment checks the log for a cancel it may have missed. Default 2 000 ms. */
+  cancelCheckMs?: number;
+}
+
+/** One event of a session: its index in the log and its wire JSON. */
+export interface SessionEvent {
+  index: number;
+  json: string;
+}
+
+/** Why a session request was refused. */
+export type SessionRefusal = AgentError;
+
+const BATCH = 500;
+
+/** The channel of a session on the bus. */
+const channelOf = (sessionId: string) => `session:${sessionId}`;
+
+/**
+ * The session protocol on a shared log and bus: sessions are started, resumed, cancelled and
+ * read from any instance. The instance that runs a segment appends each event to the log first,
+ * then announces it on the bus; readers subscribe first, replay the log, then follow the
+ * announcements, reading the log again for anything they missed, so no event is lost or repeated.
+ */
+export interface SessionService {
+  /** Creates a session and starts its first segment here, in the background. */
+  start(request: StartRequest, context: SessionContext): Promise<string>;
+  /**
+   * Answers a suspended (or continues a paused) session and starts the next segment here. A
+   * running session whose instance died is picked up. Refusals are thrown as `AgentError`s:
+   * `NOT_FOUND`, `FORBIDDEN`, `CONFLICT` (not waiting for an answer), `INTERACTION_NOT_FOUND`.
+   */
+  resume(sessionId: string, response: ResumeResponse, context: SessionContext): Promise<void>;
+  /** Stops a session from any instance. `NOT_FOUND`, or `CONFLICT` when it already ended. */
+  cancel(sessionId: string, context: SessionContext): Promise<void>;
+  /** The session's status and event count. `NOT_FOUND` when there is none. */
+  status(sessionId: string): Promise<SessionInfo>;
+  /**
+   * The session's events after `after`: the log, then live ones until the session stops running
+   * (it ends at once for a session that is not running). `NOT_FOUND` (thrown on the first
+   * `next()`) when there is none.
+   */
+  events(sessionId: string, after: number, signal?: AbortSignal): AsyncGenerator<SessionEvent>;
+  /** The session an interaction belongs to, if it was saved by a session. */
+  sessionOf(interactionId: string, ports: AgentPorts): Promise<string | undefined>;
+  /**
+   * Stops the segment this instance runs for `sessionId` without cancelling the session: it stays
+   * resumable from its last checkpoint (a legacy client that left).
+   */
+  interrupt(sessionId: string): void;
+}
+
+/**
+ * Creates the session service over a log and a bus.
+ *
+ * @example
+ * ```ts
+ * const sessions = createSessionService({ log: createMemorySessionLog(), bus: createMemoryEventBus() });
+ * const id = await sessions.start({ segments: [{ type: 'text', text: 'Hi' }] }, { ports });
+ * for await (const { index, json } of sessions.events(id, -1)) console.log(index, json);
+ * ```
+ */
+export function createSessionService(options: SessionServiceOptions): SessionService {
+  const { log, bus } = options;
+  const livenessMs = options.livenessMs ?? 15_000;
+  const cancelCheckMs = options.cancelCheckMs ?? 2_000;
+  /** Segments running in this process, with their local readers (fed without the bus). */
+  const local = new Map<string, LocalSegment>();
+
+  const launch = (sessionId: string, controller: AbortController, events: AsyncGenerator<RunEvent>, context: SessionContext): void => {
+    const segment: LocalSegment = { controller, readers: new Set(), interrupted: false };
+    local.set(sessionId, segment);
+    void runSegment(sessionId, segment, events, context).finally(() => {
+      if (local.get(sessionId) === segment) local.delete(sessionId);
+    });
+  };
+
+  const runSegment = async (sessionId: string, segment: LocalSegment, events: AsyncGenerator<RunEvent>, context: SessionContext) => {
+    const channel = channelOf(sessionId);
+    const subscription = await bus
+      .subscribe(channel, (message) => {
+        if (message === 'cancel') segment.controller.abort(new AgentError('ABORTED', 'Session was cancelled'));
+      })
+      .catch(() => undefined);
+    // The bus is best effort: the log is the truth, checked now and then.
+    const poll = setInterval(() => {
+      void log.get(sessionId).then((info) => {
+        if (info?.status === 'cancelled') segment.controller.abort(new AgentError('ABORTED', 'Session was cancelled'));
+      }, () => undefined);
+    }, cancelCheckMs);
+    let final: { status: SessionStatus; interactionId?: string } | undefined;
+    let sawError = false;
+    let lastInteraction: string | undefined;
+    let superseded = false;
+    try {
+      for await (const event of events) {
+        if (event.type === 'error' && event.code === 'CONFLICT') {
+          // Another instance took the run over after this one stalled past its lease: it writes from now on.
+          superseded = true;
+          continue;
+        }
+        const json = JSON.stringify(toWireEvent(event));
+        if (isSuspendEvent(event)) {
+          // The status changes before anyone can see the event, so an immediate resume is accepted.
+          lastInteraction = event.interactionId;
+          await log.update(sessionId, { status: 'suspended', interactionId: event.interactionId }, ['running']);
+          final = { status: 'suspended', interactionId: event.interactionId };
+        } else if (event.type === 'error') {
+          sawError = true;
+          if (event.interactionId !== undefined) lastInteraction = event.interactionId;
+        } else if (event.type === 'complete') {
+          final = { status: event.result.success ? 'completed' : 'failed' };
+        }
+        const index = await log.append(sessionId, [json]);
+        for (const reader of segment.readers) reader({ index, json });
+        await bus.publish(channel, `e:${index}`).catch(() => undefined);
+      }
+    } catch (error) {
+      // The events are the run's; anything thrown here is the log or the bus failing.
+      sawError = true;
+      const failure = toAgentError(error);
+      const index = await log
+        .append(sessionId, [JSON.stringify({ error: { message: failure.message, code: failure.code } })])
+        .catch(() => undefined);
+      if (index !== undefined) await bus.publish(channel, `e:${index}`).catch(() => undefined);
+    } finally {
+      clearInterval(poll);
+      await subscription?.close().catch(() => undefined);
+    }
+    if (superseded) return;
+    if (segment.controller.signal.aborted && !segment.interrupted) {
+      // Cancelled: the run is over for good.
+      const info = await log.get(sessionId).catch(() => undefined);
+      if (info?.interactionId !== undefined) await context.ports.store.delete(info.interactionId).catch(() => undefined);
+    } else if (final?.status !== 'suspended') {
+      const error = sawError && lastInteraction !== undefined && final?.status !== 'failed';
+      const status: SessionStatus = final?.status ?? (error || segment.interrupted ? 'paused' : sawError ? 'failed' : 'completed');
+      await log
+        .update(sessionId, status === 'paused' && lastInteraction !== undefined ? { status, interactionId: lastInteraction } : { status }, ['running'])
+        .catch(() => undefined);
+    }
+    await bus.publish(channel, 'end').catch(() => undefined);
+  };
+
+  const info = async (sessionId: string): Promise<SessionInfo> => {
+    const found = await log.get(sessionId);
+    if (!found) throw new AgentError('NOT_FOUND', 'Session not found', { details: { sessionId } });
+    return found;
+  };
+
+  const claimFor = async (sessionId: string, found: SessionInfo, context: SessionContext, leaseMs?: number): Promise<InteractionClaim> => {
+    if (found.interactionId === undefined) throw new AgentError('CONFLICT', `Session ${sessionId} has nothing to resume`);
+    const claimed = await claimInteraction(context.ports.store, found.interactionId, {
+      ...(context.owner === undefined ? {} : { owner: context.owner }),
+      ...(leaseMs === undefined ? {} : { leaseMs }),
+    });
+    if (claimed.status === 'claimed') return claimed.claim;
+    if (claimed.status === 'forbidden') throw new AgentError('FORBIDDEN', `Session ${sessionId} belongs to another user`);
+    if (claimed.status === 'missing') throw new AgentError('INTERACTION_NOT_FOUND', `Session ${sessionId} has no saved state to resume`);
+    throw new AgentError('CONFLICT', `Session ${sessionId} is running on another instance`);
+  };
+
+  const continueOn = (sessionId: string, claim: InteractionClaim, response: ResumeResponse, context: SessionContext): void => {
+    const controller = new AbortController();
+    const runOptions: RunOptions = { ...context.runOptions, signal: controller.signal, sessionId };
+    if (context.owner !== undefined) runOptions.owner = context.owner;
+    launch(sessionId, controller, resumeClaimed(claim, response, context.ports, runOptions), context);
+  };
+
+  /** Takes over a running session whose instance died (its lease ran out); `true` when this instance now runs it. */
+  const pickUp = async (sessionId: string, found: SessionInfo): Promise<boolean> => {
+    if (!options.pickUpContext || found.status !== 'running' || local.has(sessionId)) return false;
+    const context = await options.pickUpContext();
+    const claimContext: SessionContext = found.owner === undefined ? context : { ...context, owner: found.owner };
+    let claim: InteractionClaim;
+    try {
+      claim = await claimFor(sessionId, found, claimContext, context.runOptions?.leaseMs ?? DEFAULT_LEASE_MS);
+    } catch {
+      return false;
+    }
+    continueOn(sessionId, claim, {}, claimContext);
+    return true;
+  };
+
+  return {
+    async start(request, context) {
+      const sessionId = crypto.randomUUID();
+      const created = await log.create(sessionId, {
+        interactionId: sessionId,
+        ...(context.owner === undefined ? {} : { owner: context.owner }),
+      });
+      if (!created) throw new AgentError('CONFLICT', `Session ${sessionId} already exists`);
+      const controller = new AbortController();
+      const runOptions: RunOptions = { ...context.runOptions, signal: controller.signal, interactionId: sessionId, sessionId };
+      if (context.owner !== undefined) runOptions.owner = context.owner;
+      launch(sessionId, controller, run(request, context.ports, runOptions), context);
+      return sessionId;
+    },
+
+    async resume(sessionId, response, context) {
+      const found = await info(sessionId);
+      if (found.owner !== undefined && found.owner !== context.owner) {
+        throw new AgentError('FORBIDDEN', `Session ${sessionId} belongs to another user`);
+      }
+      if (found.status === 'running') {
+        if (await pickUp(sessionId, found)) return;
+        throw new AgentError('CONFLICT', `Session not in suspended status (current: ${found.status})`);
+      }
+      if (found.status !== 'suspended' && found.status !== 'paused') {
+        throw new AgentError('CONFLICT', `Session not in suspended status (current: ${found.status})`);
+      }
+      const claim = await claimFor(sessionId, found, context);
+      const moved = await log.update(sessionId, { status: 'running' }, [found.status]);
+      if (!moved) {
+        await claim.release().catch(() => undefined);
+        throw new AgentError('CONFLICT', `Session ${sessionId} changed while resuming; try again`);
+      }
+      continueOn(sessionId, claim, response, context);
+    },
+
+    async cancel(sessionId, context) {
+      const found = await info(sessionId);
+      const cancelled = await log.update(sessionId, { status: 'cancelled' }, ['running', 'suspended', 'paused']);
+      if (!cancelled) {
+        const current = (await log.get(sessionId))?.status ?? found.status;
+        throw new AgentError('CONFLICT', `Session already in terminal state (${current})`);
+      }
+      local.get(sessionId)?.controller.abort(new AgentError('ABORTED', 'Session was cancelled'));
+      await bus.publish(channelOf(sessionId), 'cancel').catch(() => undefined);
+      // A session that waits holds nothing running: its saved state goes now.
+      if (found.status !== 'running' && found.interactionId !== undefined) {
+        await context.ports.store.delete(found.interactionId).catch(() => undefined);
+      }
+    },
+
+    status: info,
+
+    async *events(sessionId, after, signal) {
+      await info(sessionId);
+      let cursor = after;
+      // Subscribe first, then read the log: an event appended in between is announced to us.
+      const inbox: string[] = [];
+      const early: SessionEvent[] = [];
+      let wake: (() => void) | undefined;
+      const rouse = () => {
+        const resolve = wake;
+        wake = undefined;
+        resolve?.();
+      };
+      const subscription = await bus.subscribe(channelOf(sessionId), (message) => {
+        inbox.push(message);
+        rouse();
+      });
+      // A segment running in this process hands its events over directly, ahead of the log.
+      const reader = (event: SessionEvent) => {
+        early.push(event);
+        rouse();
+      };
+      signal?.addEventListener('abort', rouse, { once: true });
+      let attached: LocalSegment | undefined;
+      const drain = async function* (): AsyncGenerator<SessionEvent> {
+        for (;;) {
+          const batch = await log.read(sessionId, cursor, BATCH);
+          for (const json of batch) {
+            cursor += 1;
+            yield { index: cursor, json };
+          }
+          if (batch.length < BATCH) return;
+        }
+      };
+      try {
+        yield* drain();
+        for (;;) {
+          const current = await log.get(sessionId);
+          if (!current || current.status !== 'running' || signal?.aborted) {
+            // A segment that just ended may have appended after our last read.
+            yield* drain();
+            return;
+          }
+          const segment = local.get(sessionId);
+          if (segment !== attached) {
+            attached?.readers.delete(reader);
+            segment?.readers.add(reader);
+            attached = segment;
+          }
+          for (;;) {
+            while (early.length > 0 && (early[0] as SessionEvent).index <= cursor) early.shift();
+            while (early.length > 0 && (early[0] as SessionEvent).index === cursor + 1) {
+              const event = early.shift() as SessionEvent;
+              cursor = event.index;
+              yield event;
+            }
+            let behind = early.length > 0;
+            let ended = false;
+            for (const message of inbox.splice(0)) {
+              if (message.startsWith('e:')) behind ||= Number(message.slice(2)) > cursor;
+              else if (message === 'end') ended = true;
+            }
+            if (behind) yield* drain();
+            if (ended || signal?.aborted) break;
+            if (early.length > 0 || inbox.length > 0) continue;
+            const heard = await new Promise<boolean>((resolve) => {
+              const timer = setTimeout(() => resolve(false), livenessMs);
+              wake = () => {
+                clearTimeout(timer);
+                resolve(true);
+              };
+            });
+            if (!heard) {
+              // Quiet for a long time: if its instance died, this one takes it over.
+              if (!local.has(sessionId)) await pickUp(sessionId, current);
+              break;
+            }
+          }
+        }
+      } finally {
+        attached?.readers.delete(reader);
+        signal?.removeEventListener('abort', rouse);
+        await subscription.close().catch(() => undefined);
+      }
+    },
+
+    async sessionOf(interactionId, ports) {
+      const label = await readInteractionLabel(ports.store, interactionId);
+      return label?.sessionId;
+    },
+
+    interrupt(sessionId) {
+      const segment = local.get(sessionId);
+      if (!segment) return;
+      segment.interrupted = true;
+      segment.controller.abort(new AgentError('ABORTED', 'The client left'));
+    },
+  };
+}
+
+interface LocalSegment {
+  controller: AbortController;
+  readers: Set<(event: SessionEvent) => void>;
+  /** Stopped by `interrupt` (not a cancel): the session stays resumable. */
+  interrupted: boolean;
+}

@@ -1,0 +1,144 @@
+import { describe, expect, it } from 'vitest';
+import { createSessionsEndpoint } from '../http/sessions-endpoint.js';
+import type { AgentPorts, EventBus, SessionLog } from '../ports/index.js';
+import { parseSseStream } from '../sse/index.js';
+import {
+  createMemoryEventBus,
+  createMemoryInteractionStore,
+  createMemorySessionLog,
+  createScriptedBackendClient,
+  describeEventBusConformance,
+  describeSessionLogConformance,
+  functionCallChunk,
+  thoughtChunk,
+} from '../testing/index.js';
+import { createSessionService, type SessionService } from './session-service.js';
+
+describeSessionLogConformance('memory', (options) => createMemorySessionLog(options), { describe, it, expect });
+const hub = createMemoryEventBus();
+describeEventBusConformance('memory', () => hub, { describe, it, expect });
+
+const BASE = 'http://agent.test/v1beta1/sessions/';
+
+/** A model that asks for a name, then greets; `slow` adds a pause per chunk. */
+function greeter(chunkDelayMs = 0) {
+  return createScriptedBackendClient((request) => {
+    const answer = request.body.contents.at(-1)?.parts[0]?.functionResponse?.response?.user_input;
+    return typeof answer === 'string'
+      ? [thoughtChunk('Greeting'), functionCallChunk('system_objective_fulfilled', { objective_outcome: `Hello ${answer}` })]
+      : [thoughtChunk('Asking'), functionCallChunk('chat_request_user_input', { user_message: 'Name?' })];
+  }, { chunkDelayMs });
+}
+
+/** One instance: a session service and its endpoint over a shared log, bus and store. */
+function instance(shared: { log: SessionLog; bus: EventBus; ports: AgentPorts }): { service: SessionService; handle: (request: Request) => Promise<Response> } {
+  const service = createSessionService({ log: shared.log, bus: shared.bus, pickUpContext: () => ({ ports: shared.ports }), livenessMs: 200 });
+  const endpoint = createSessionsEndpoint({
+    service,
+    contextFor: async (_request, token) => ({ ports: shared.ports, ...(token ? { owner: `owner:${token}` } : {}) }),
+    readJson: async (request) => JSON.parse(await request.text()) as unknown,
+    keepAliveMs: 15_000,
+  });
+  return { service, handle: async (request) => (await endpoint(request, new URL(request.url))) ?? new Response('no', { status: 404 }) };
+}
+
+const post = (path: string, body: unknown, token?: string) =>
+  new Request(`${BASE}${path}`, {
+    method: 'POST',
+    body: JSON.stringify(token ? { ...(body as object), accessToken: token } : body),
+    headers: { 'content-type': 'application/json' },
+  });
+
+/** Reads a session stream: the envelopes and the numbered events. */
+async function readStream(response: Response, stopAfter?: (events: Array<{ id: number; data: string }>) => boolean) {
+  const envelopes: string[] = [];
+  const events: Array<{ id: number; data: string }> = [];
+  const reader = parseSseStream(response.body as ReadableStream<Uint8Array>);
+  for await (const message of reader) {
+    if (message.event === 'event') events.push({ id: Number(message.id), data: message.data });
+    else envelopes.push(`${message.event}:${message.data}`);
+    if (stopAfter?.(events)) break;
+  }
+  return { envelopes, events };
+}
+
+const typeOf = (data: string) => Object.keys(JSON.parse(data) as object)[0];
+
+describe('sessions', () => {
+  it('runs new → stream → waitForInput → dropped stream → :resume → reconnect after the cursor → complete, every event once', async () => {
+    const shared = { log: createMemorySessionLog(), bus: createMemoryEventBus(), ports: { backend: greeter(5), store: createMemoryInteractionStore() } };
+    const { handle } = instance(shared);
+    const created = await handle(post('new', { segments: [{ textSegment: { text: 'Greet me' } }] }, 'tok'));
+    expect(created.status).toBe(200);
+    const { sessionId } = (await created.json()) as { sessionId: string };
+
+    // The client drops the stream after the second event.
+    const first = await readStream(await handle(new Request(`${BASE}${sessionId}?alt=sse`)), (events) => events.length === 2);
+    expect(first.envelopes).toEqual([`start:${JSON.stringify({ sessionId })}`]);
+    expect(first.events.map((event) => event.id)).toEqual([0, 1]);
+
+    // Reconnect after the cursor: the rest of the segment, ending with the suspend.
+    const second = await readStream(await handle(new Request(`${BASE}${sessionId}?alt=sse&after=1`)));
+    expect(second.envelopes).toEqual([`start:${JSON.stringify({ sessionId })}`, 'done:{}']);
+    expect(second.events[0]?.id).toBe(2);
+    expect(typeOf(second.events.at(-1)?.data ?? '{}')).toBe('waitForInput');
+    const status = (await (await handle(new Request(`${BASE}${sessionId}/status`))).json()) as Record<string, unknown>;
+    expect(status).toEqual({ sessionId, status: 'suspended', eventCount: second.events.at(-1)!.id + 1 });
+
+    // Only the owner resumes.
+    expect((await handle(post(`${sessionId}:resume`, { input: { parts: [{ text: 'Mallory' }] } }, 'other'))).status).toBe(403);
+    const resumed = await handle(post(`${sessionId}:resume`, { input: { role: 'user', parts: [{ text: 'Ada' }] } }, 'tok'));
+    expect(await resumed.json()).toEqual({ ok: true });
+    const cursor = second.events.at(-1)!.id;
+    const third = await readStream(await handle(new Request(`${BASE}${sessionId}?alt=sse`, { headers: { 'last-event-id': String(cursor) } })));
+    const ids = [...first.events, ...second.events, ...third.events].map((event) => event.id);
+    expect(ids).toEqual(Array.from({ length: ids.length }, (_, index) => index));
+    expect(third.events.map((event) => typeOf(event.data)).slice(-2)).toEqual(['finish', 'complete']);
+    expect(JSON.parse(third.events.at(-1)!.data).complete.result.outcomes.parts[0].text).toBe('Hello Ada');
+
+    // A full replay of a finished session ends at once with every event.
+    const replay = await readStream(await handle(new Request(`${BASE}${sessionId}?alt=sse`)));
+    expect(replay.events.map((event) => event.data)).toEqual([...first.events, ...second.events, ...third.events].map((event) => event.data));
+    expect(((await (await handle(new Request(`${BASE}${sessionId}/status`))).json()) as { status: string }).status).toBe('completed');
+    // Finished: cancel is a conflict, resume too.
+    expect((await handle(post(`${sessionId}:cancel`, {}))).status).toBe(409);
+    expect((await handle(post(`${sessionId}:resume`, { input: { parts: [{ text: 'again' }] } }, 'tok'))).status).toBe(409);
+  });
+
+  it('answers 404 for an unknown session on every endpoint', async () => {
+    const shared = { log: createMemorySessionLog(), bus: createMemoryEventBus(), ports: { backend: greeter(), store: createMemoryInteractionStore() } };
+    const { handle } = instance(shared);
+    for (const request of [
+      new Request(`${BASE}nope?alt=sse`),
+      new Request(`${BASE}nope/status`),
+      post('nope:resume', { input: {} }),
+      post('nope:cancel', {}),
+    ]) {
+      const response = await handle(request);
+      expect(response.status).toBe(404);
+      expect(await response.json()).toMatchObject({ error: { code: 'NOT_FOUND', message: 'Session not found' } });
+    }
+  });
+
+  it('cancels a running session from another instance, and its reader sees the end', async () => {
+    let aborted = false;
+    const backend = createScriptedBackendClient(() => [thoughtChunk('a'), thoughtChunk('b'), thoughtChunk('c'), thoughtChunk('d')], { chunkDelayMs: 200 });
+    const watched = { ...backend, streamGenerateContent: (model: string, body: never, signal?: AbortSignal) => {
+      signal?.addEventListener('abort', () => { aborted = true; }, { once: true });
+      return backend.streamGenerateContent(model, body, signal);
+    } };
+    const shared = { log: createMemorySessionLog(), bus: createMemoryEventBus(), ports: { backend: watched, store: createMemoryInteractionStore() } };
+    const a = instance(shared);
+    const b = instance(shared);
+    const { sessionId } = (await (await a.handle(post('new', { segments: [{ textSegment: { text: 'Think' } }] }))).json()) as { sessionId: string };
+    const reading = readStream(await b.handle(new Request(`${BASE}${sessionId}?alt=sse`)));
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const cancelled = await b.handle(post(`${sessionId}:cancel`, {}));
+    expect(await cancelled.json()).toEqual({ sessionId, status: 'cancelled' });
+    const { envelopes } = await reading;
+    expect(envelopes.at(-1)).toBe('done:{}');
+    expect(aborted).toBe(true);
+    expect(((await (await a.handle(new Request(`${BASE}${sessionId}/status`))).json()) as { status: string }).status).toBe('cancelled');
+    expect(await shared.ports.store.get(sessionId)).toBeUndefined();
+  });
+});
