@@ -169,6 +169,17 @@ describe('the memory functions', () => {
     expect(backend.requests).toHaveLength(0);
   });
 
+  it('goes on without memory when only the client flag asks for it and there is no Drive client, as it does with one', async () => {
+    const backend = createScriptedBackendClient([done, done]);
+    const events = await collect(run({ segments: [{ type: 'text', text: 'Hi' }], flags: { useMemory: true }, graph: GRAPH }, portsOf(backend, undefined)));
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+    const { fake, drive } = googleDrive();
+    await collect(run({ segments: [{ type: 'text', text: 'Hi' }], flags: { useMemory: true }, graph: GRAPH }, portsOf(backend, drive)));
+    const names = backend.requests[1]?.body.tools?.[0]?.functionDeclarations?.map((declaration) => declaration.name) ?? [];
+    expect(names).toContain('memory_get_metadata');
+    expect(fake.files()).toHaveLength(1);
+  });
+
   it('fails the start with the Drive error when the memory cannot be read (an expired token)', async () => {
     const { fake, drive } = googleDrive();
     fake.failNext({ status: 401, path: '/drive/v3/files' });

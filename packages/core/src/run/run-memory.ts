@@ -12,22 +12,28 @@ export interface RunMemory {
 }
 
 /**
- * Opens the memory of a session whose flags ask for it (a memory tool segment set `useMemory`):
- * the graph's spreadsheet behind `context.memory` and `/mnt/memory/`, and the chat log of earlier
- * sessions as the seed of `/mnt/system/chat_log.json`. `undefined` when the run has no memory.
- * Throws `BAD_REQUEST` when memory is asked for and cannot be had (no Drive client, no graph
- * URL), and the Drive client's error when the spreadsheet cannot be read.
+ * Opens the memory of a session whose flags ask for it (`useMemory`, which a memory tool segment
+ * sets): the graph's spreadsheet behind `context.memory` and `/mnt/memory/`, and the chat log of
+ * earlier sessions as the seed of `/mnt/system/chat_log.json`. `undefined` when the run has no
+ * memory. Throws `BAD_REQUEST` when memory is asked for and cannot be had (no Drive client, no
+ * graph URL), and the Drive client's error when the spreadsheet cannot be read. A start whose
+ * client sent the flag without a memory tool segment (`segment: 'start-flag'`) and that has no
+ * Drive client goes on without memory, and the flag is dropped from the run's flags.
  */
 export async function openRunMemory(
   session: LoopSession,
   ports: AgentPorts,
   signal: AbortSignal,
   options: Pick<RunOptions, 'now'>,
-  segment: 'start' | 'resume',
+  segment: 'start' | 'start-flag' | 'resume',
 ): Promise<RunMemory | undefined> {
   if (session.flags.useMemory !== true) return undefined;
+  if (!ports.drive && segment === 'start-flag') {
+    delete session.flags.useMemory;
+    return undefined;
+  }
   if (!ports.drive) {
-    const field = segment === 'start' ? 'start.segments' : 'accessToken';
+    const field = segment === 'resume' ? 'accessToken' : 'start.segments';
     throw new AgentError(
       'BAD_REQUEST',
       `${field}: the objective has a memory tool (function-group/use-memory), and memory is kept in Google Drive, but this run has no Drive client: ` +

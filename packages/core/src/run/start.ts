@@ -62,7 +62,7 @@ export function run(request: StartRequest, ports: AgentPorts, options: RunOption
       sessionId: options.sessionId ?? crypto.randomUUID(),
     };
     if (request.graph) session.graph = request.graph;
-    const memory = await openRunMemory(session, ports, environment.signal, options, 'start');
+    const memory = await openRunMemory(session, ports, environment.signal, options, pidgin.useMemory ? 'start' : 'start-flag');
     const claim =
       options.interactionId === undefined
         ? undefined
