@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { serve, type RunningServer } from '@org/adapter-node';
 import { bundleForBrowser, launchChromium } from '@org/browser-testing';
 import { createAgentHandler, createGeminiBackendClient } from '@org/core/http';
-import { createMemoryInteractionStore, createSimulatedGemini } from '@org/core/testing';
+import { createFakeGoogleDrive, createMemoryInteractionStore, createSimulatedGemini } from '@org/core/testing';
 import type { Browser, Page } from '@org/browser-testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -11,6 +11,8 @@ let browser: Browser;
 let server: RunningServer;
 let page: Page;
 const OBJECTIVE = 'Ask for my name, then let me pick a time of day, and greet me.';
+/** The Google Drive the page's in-page runs reach, served from the page's own origin. */
+const google = createFakeGoogleDrive({ accessToken: 'ya29.page-user' });
 
 beforeAll(async () => {
   const script = await bundleForBrowser(fileURLToPath(new URL('../test/page/entry.ts', import.meta.url)));
@@ -23,6 +25,7 @@ beforeAll(async () => {
       const { pathname } = new URL(request.url);
       if (pathname === '/') return new Response('<!doctype html><title>test</title><script type="module" src="/entry.js"></script>', { headers: { 'content-type': 'text/html' } });
       if (pathname === '/entry.js') return new Response(script, { headers: { 'content-type': 'text/javascript' } });
+      if (/^\/(drive|upload\/drive)\/v3\/|^\/v4\//.test(pathname)) return google.fetch(request);
       return agent(request);
     },
   });
@@ -45,6 +48,7 @@ type Checks = {
   legacyDatabase(): Promise<{ old: unknown; created: string; fresh: string | null }>;
   suspendLocally(objective: string): Promise<string>;
   resumeLocally(id: string): Promise<{ types: string[]; result?: { success: boolean; outcomes?: unknown }; error?: string }>;
+  memoryLocally(accessToken: string): Promise<string[]>;
 };
 /** Calls `window.checks[name](...args)` in the page and returns what it resolves to. */
 const inPage = <K extends keyof Checks>(name: K, ...args: Parameters<Checks[K]>): ReturnType<Checks[K]> =>
@@ -78,6 +82,20 @@ describe('in Chromium', () => {
     expect(remote.shape).toEqual(local.shape);
     expect(remote.result).toEqual(local.result);
     expect(JSON.stringify(local.result.outcomes)).toContain('Hello, Ada!');
+  });
+
+  it('in-page runs given a token keep memory in Google Sheets through the Drive client it builds', async () => {
+    const [first, second] = await inPage('memoryLocally', 'ya29.page-user');
+    expect(first).toContain('I remember 1 note');
+    expect(second).toContain('I remember 2 notes');
+    expect(google.files()).toEqual([expect.objectContaining({ name: 'Memory for Browser graph' })]);
+    expect(google.sheetValues(google.files()[0]?.id as string, 'memory')?.map((row) => row[1])).toEqual([
+      'note',
+      'Remember that I like tea.',
+      'Remember that I like coffee too.',
+    ]);
+    // Every call carried the user's token (the fake refuses any other).
+    expect(google.requests.every((request) => request.status < 300)).toBe(true);
   });
 
   it('a suspended in-page run survives a reload and is resumed once from IndexedDB', async () => {

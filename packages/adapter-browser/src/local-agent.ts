@@ -10,7 +10,7 @@ import {
   type RunInput,
   type RunSegmentOpener,
 } from '@org/core/client';
-import { createGeminiBackendClient } from '@org/core/http';
+import { createGeminiBackendClient, createHttpDriveOperationsClient, type DriveBaseUrls } from '@org/core/http';
 import { createIndexedDbInteractionStore } from './indexed-db-interaction-store.js';
 
 /** Options of {@link createLocalAgentClient}: where the model is and where suspended runs are kept. */
@@ -23,8 +23,13 @@ export interface LocalAgentOptions extends Omit<RunOptions, 'signal'> {
   geminiBaseUrl?: string;
   /** Suspended runs. Default: an IndexedDB store, so a run survives a reload. */
   store?: InteractionStore;
+  /** Google Drive for memory, the chat log and the google-drive functions. Default: built from `accessToken` when there is one. */
   drive?: DriveOperationsClient;
-  /** The fetch the default backend uses. Default: the page's `fetch`. */
+  /** The user's Google OAuth token (or a function that returns a fresh one): gives runs a Drive client when `drive` is not given. */
+  accessToken?: string | (() => string | Promise<string>);
+  /** Where the default Drive client finds the Drive and Sheets APIs (a gateway, a local fake). Default: Google's. */
+  driveBaseUrls?: DriveBaseUrls;
+  /** The fetch the default backend and Drive client use. Default: the page's `fetch`. */
   fetch?: typeof fetch;
 }
 
@@ -41,12 +46,23 @@ export interface LocalAgentOptions extends Omit<RunOptions, 'signal'> {
  * ```
  */
 export function createLocalAgentClient(options: LocalAgentOptions = {}): AgentClient {
-  const { backend: givenBackend, geminiApiKey, geminiBaseUrl, store: givenStore, drive, fetch: givenFetch, ...runOptions } = options;
+  const {
+    backend: givenBackend,
+    geminiApiKey,
+    geminiBaseUrl,
+    store: givenStore,
+    drive: givenDrive,
+    accessToken,
+    driveBaseUrls,
+    fetch: givenFetch,
+    ...runOptions
+  } = options;
   let ports: AgentPorts | undefined;
   const portsOf = (): AgentPorts => {
     if (ports) return ports;
     const backend = givenBackend ?? defaultBackend(geminiApiKey, geminiBaseUrl, givenFetch);
     ports = { backend, store: givenStore ?? createIndexedDbInteractionStore() };
+    const drive = givenDrive ?? defaultDrive(accessToken, driveBaseUrls, givenFetch);
     if (drive) ports.drive = drive;
     return ports;
   };
@@ -88,6 +104,19 @@ function defaultBackend(apiKey: string | undefined, baseUrl: string | undefined,
   };
   if (baseUrl) options.baseUrl = baseUrl;
   return createGeminiBackendClient(options);
+}
+
+function defaultDrive(
+  accessToken: LocalAgentOptions['accessToken'],
+  baseUrls: DriveBaseUrls | undefined,
+  fetchFn: typeof fetch | undefined,
+): DriveOperationsClient | undefined {
+  if (accessToken === undefined || accessToken === '') return undefined;
+  return createHttpDriveOperationsClient({
+    fetch: fetchFn ?? ((input, init) => globalThis.fetch(input, init)),
+    getAccessToken: typeof accessToken === 'function' ? accessToken : () => accessToken,
+    ...(baseUrls ? { baseUrls } : {}),
+  });
 }
 
 /** Options of {@link createBrowserAgentClient}: where the loop runs is one field. */

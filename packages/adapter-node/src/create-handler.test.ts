@@ -1,12 +1,88 @@
 import { createServer, type Server } from 'node:http';
+import type { AgentPorts } from '@org/core';
+import { createHttpDriveOperationsClient } from '@org/core/http';
+import { createFakeGoogleDrive, createMemoryInteractionStore, createScriptedBackendClient, functionCallChunk, thoughtChunk } from '@org/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createMemoryInteractionStore, createScriptedBackendClient, functionCallChunk, thoughtChunk } from '@org/core/testing';
-import { createHandler } from './create-handler.js';
+import { createHandler, type NodeHandlerOptions } from './create-handler.js';
+import { serve, type RunningServer } from './node-listener.js';
 
-let server: Server | undefined;
+const servers: Array<RunningServer | Server> = [];
 afterEach(async () => {
-  await new Promise((resolve) => (server ? server.close(resolve) : resolve(undefined)));
-  server = undefined;
+  for (const server of servers.splice(0)) {
+    if ('url' in server) await server.close();
+    else {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  }
+});
+
+async function listen(options: NodeHandlerOptions): Promise<string> {
+  const server = createServer(createHandler(options));
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+}
+
+async function runMemory(url: string, accessToken?: string): Promise<Array<Record<string, Record<string, unknown>>>> {
+  const response = await fetch(`${url}/v1beta1/streamRunAgent?alt=sse`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(accessToken ? { authorization: `Bearer ${accessToken}` } : {}) },
+    body: JSON.stringify({
+      start: {
+        segments: [{ textSegment: { text: 'Remember the score' } }, { toolSegment: { path: 'function-group/use-memory', title: 'Use Memory' } }],
+        graph: { url: 'drive:/node-graph', title: 'Node graph' },
+      },
+    }),
+  });
+  return (await response.text())
+    .split('\n')
+    .filter((line) => line.startsWith('data: '))
+    .map((line) => JSON.parse(line.slice(6)));
+}
+
+function memoryPorts(): () => AgentPorts {
+  const store = createMemoryInteractionStore();
+  return () => ({
+    store,
+    backend: createScriptedBackendClient([
+      [functionCallChunk('memory_create_sheet', { name: 'Scores', columns: ['player', 'score'], status_update: '' })],
+      [functionCallChunk('system_objective_fulfilled', { objective_outcome: 'Saved' })],
+    ]),
+  });
+}
+
+describe('createHandler: Google Drive from the caller token', () => {
+  it('gives a run with a token a Drive client bound to it, at the configured base URLs', async () => {
+    const fake = createFakeGoogleDrive({ accessToken: 'ya29.user' });
+    const google = await serve({ handler: (request) => fake.fetch(request) });
+    servers.push(google);
+    const url = await listen({ createPorts: memoryPorts(), drive: { baseUrls: fake.baseUrls(google.url) } });
+
+    const events = await runMemory(url, 'ya29.user');
+    expect(events.at(-1)).toMatchObject({ complete: { result: { success: true } } });
+    expect(fake.files()).toEqual([expect.objectContaining({ name: 'Memory for Node graph', appProperties: { 'google-drive-connector': 'sheetnode-graphnode-graph' } })]);
+    expect(fake.sheets(fake.files()[0]?.id as string)?.map((sheet) => sheet.title)).toEqual(['intro', '__chat_log__', 'Scores']);
+    expect(fake.requests.every((request) => request.status < 400)).toBe(true);
+
+    // No token, no Drive: the run says why memory cannot work.
+    const anonymous = await runMemory(url);
+    expect(anonymous.at(-1)?.error).toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('no Drive client') });
+  });
+
+  it('leaves Drive out with drive: false, and keeps a Drive client the ports bring', async () => {
+    const off = await listen({ createPorts: memoryPorts(), drive: false });
+    expect((await runMemory(off, 'ya29.user')).at(-1)?.error).toMatchObject({ code: 'BAD_REQUEST' });
+
+    const fake = createFakeGoogleDrive();
+    const google = await serve({ handler: (request) => fake.fetch(request) });
+    servers.push(google);
+    const own = createHttpDriveOperationsClient({ fetch, getAccessToken: () => 'service-token', baseUrls: fake.baseUrls(google.url) });
+    const ports = memoryPorts();
+    const url = await listen({ createPorts: () => ({ ...ports(), drive: own }), drive: { baseUrls: { drive: 'http://127.0.0.1:9/unused' } } });
+    expect((await runMemory(url, 'ya29.user')).at(-1)).toMatchObject({ complete: { result: { success: true } } });
+    expect(fake.files()).toHaveLength(1);
+  });
 });
 
 function chunksOf(text: string): Array<Record<string, unknown>> {
@@ -25,9 +101,7 @@ describe('createHandler with uiMessageStream', () => {
         ? [functionCallChunk('system_objective_fulfilled', { objective_outcome: `Hello ${answer}` })]
         : [thoughtChunk('Asking'), functionCallChunk('chat_request_user_input', { user_message: 'Name?' })];
     });
-    server = createServer(createHandler({ createPorts: () => ({ backend, store }), uiMessageStream: { path: '/chat' } }));
-    await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
-    const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const base = await listen({ createPorts: () => ({ backend, store }), uiMessageStream: { path: '/chat' } });
     const post = (messages: unknown[]) =>
       fetch(`${base}/chat`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer t' }, body: JSON.stringify({ id: 'c1', messages }) });
 

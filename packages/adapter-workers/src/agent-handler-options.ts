@@ -1,5 +1,11 @@
-import { AgentError, type AgentPorts, type BackendClient, type InteractionStore } from '@org/core';
-import { createGeminiBackendClient, type AgentHandlerOptions, type AgentRequestContext } from '@org/core/http';
+import { AgentError, type AgentPorts, type BackendClient, type DriveOperationsClient, type InteractionStore } from '@org/core';
+import {
+  createGeminiBackendClient,
+  createHttpDriveOperationsClient,
+  readDriveBaseUrls,
+  type AgentHandlerOptions,
+  type AgentRequestContext,
+} from '@org/core/http';
 import type { AgentWorkerEnv, WorkerHandlerOptions, WorkerRequestContext } from './create-handler.js';
 import { createDurableObjectInteractionStore } from './durable-object-interaction-store.js';
 import { createKvInteractionStore } from './kv-interaction-store.js';
@@ -25,17 +31,37 @@ export function agentHandlerOptionsFor<Env>(
   };
 }
 
-/** The ports of one request: `createPorts` when given, else the backend and the store from their options or from `env`. */
+/**
+ * The ports of one request: `createPorts` when given, else the backend and the store from their
+ * options or from `env`; then, unless they have one, the Drive client (`createDrive`, else one
+ * bound to the caller's token).
+ */
 export async function createPortsFor<Env>(
   env: Env,
   context: WorkerRequestContext,
-  options: Pick<WorkerHandlerOptions<Env>, 'createPorts' | 'createBackend' | 'createStore'>,
+  options: Pick<WorkerHandlerOptions<Env>, 'createPorts' | 'createBackend' | 'createStore' | 'createDrive'>,
 ): Promise<AgentPorts> {
-  if (options.createPorts) return options.createPorts(env, context);
-  const bindings = (env ?? {}) as AgentWorkerEnv;
-  const backend = options.createBackend ? await options.createBackend(env, context) : createDefaultBackend(bindings);
-  const store = options.createStore ? await options.createStore(env, context) : createDefaultStore(bindings);
-  return { backend, store };
+  let ports: AgentPorts;
+  if (options.createPorts) {
+    ports = await options.createPorts(env, context);
+  } else {
+    const bindings = (env ?? {}) as AgentWorkerEnv;
+    const backend = options.createBackend ? await options.createBackend(env, context) : createDefaultBackend(bindings);
+    const store = options.createStore ? await options.createStore(env, context) : createDefaultStore(bindings);
+    ports = { backend, store };
+  }
+  if (ports.drive) return ports;
+  const drive = options.createDrive ? await options.createDrive(env, context) : createDefaultDrive(env, context);
+  return drive ? { ...ports, drive } : ports;
+}
+
+/** A Drive client bound to the caller's token, at the base URLs `env` names; none without a token. */
+function createDefaultDrive<Env>(env: Env, context: WorkerRequestContext): DriveOperationsClient | undefined {
+  const token = context.accessToken;
+  if (!token) return undefined;
+  const baseUrls = readDriveBaseUrls((env ?? {}) as Record<string, unknown>);
+  const workerFetch: typeof fetch = (input, init) => fetch(input, init);
+  return createHttpDriveOperationsClient({ fetch: workerFetch, getAccessToken: () => token, ...(baseUrls ? { baseUrls } : {}) });
 }
 
 function createDefaultBackend(env: AgentWorkerEnv): BackendClient {

@@ -1,4 +1,4 @@
-import type { AgentPorts, BackendClient, InteractionStore, RunOptions } from '@org/core';
+import type { AgentPorts, BackendClient, DriveOperationsClient, InteractionStore, RunOptions } from '@org/core';
 import { AGENT_RUN_PATHS, createAgentHandler, errorResponse, SESSIONS_PATH, type AgentRequestContext, type CorsOptions } from '@org/core/http';
 import { agentHandlerOptionsFor } from './agent-handler-options.js';
 import type { InteractionStoreObject } from './durable-object-interaction-store.js';
@@ -22,6 +22,14 @@ export interface AgentWorkerEnv {
    * runs are served by one object per session, and a run goes on after the request that started it.
    */
   SESSIONS?: DurableObjectNamespace<SessionObject>;
+  /** One origin serving the Drive and Sheets APIs (`/drive/v3`, `/upload/drive/v3`, `/v4`): a gateway, or a fake in tests. Default: Google's. */
+  GOOGLE_API_BASE_URL?: string;
+  /** The Drive v3 API alone (wins over `GOOGLE_API_BASE_URL`). */
+  DRIVE_BASE_URL?: string;
+  /** The Drive v3 upload API alone. */
+  DRIVE_UPLOAD_BASE_URL?: string;
+  /** The Sheets v4 API alone. */
+  SHEETS_BASE_URL?: string;
 }
 
 /** What the port factories learn about one request: core's context plus the Worker's own. */
@@ -41,6 +49,12 @@ export interface WorkerHandlerOptions<Env> {
   createBackend?(env: Env, context: WorkerRequestContext): BackendClient | Promise<BackendClient>;
   /** Builds the interaction store. Default: the `INTERACTIONS` Durable Object binding, else the `INTERACTIONS_KV` namespace. */
   createStore?(env: Env, context: WorkerRequestContext): InteractionStore | Promise<InteractionStore>;
+  /**
+   * Builds the Google Drive client (memory, the chat log, the google-drive functions) when the
+   * ports have none. Default: one bound to the caller's token when there is one, over the global
+   * `fetch`, at the base URLs of `env` (`GOOGLE_API_BASE_URL`, ...). Return `undefined` for none.
+   */
+  createDrive?(env: Env, context: WorkerRequestContext): DriveOperationsClient | undefined | Promise<DriveOperationsClient | undefined>;
   /** Run options for one request (model, mode, extra function groups, ...). */
   runOptions?(env: Env, context: WorkerRequestContext): Omit<RunOptions, 'signal' | 'owner'> | undefined;
   /** Refuse bodies larger than this with 413. Default 32 MiB. */
@@ -69,7 +83,8 @@ export interface WorkerHandlerOptions<Env> {
  * through the Response body, and the sessions endpoints `/v1beta1/sessions/*`. With a `SESSIONS`
  * binding each request is routed to a {@link SessionObject}, which runs the segment and keeps the
  * session; without one, runs are served here, with ports built per request from `env` and the
- * caller's token, and end with their request.
+ * caller's token, and end with their request. A request with a token gets a Google Drive client
+ * bound to it, so runs can use memory.
  *
  * @example
  * ```ts

@@ -12,7 +12,9 @@ declare global {
       SESSIONS: DurableObjectNamespace<SessionObject>;
       SESSIONS_KV_BACKED: DurableObjectNamespace<SessionObject>;
       SCRIPTED_SESSIONS: DurableObjectNamespace<SessionObject>;
+      MEMORY_SESSIONS: DurableObjectNamespace<SessionObject>;
       GEMINI_API_KEY?: string;
+      GOOGLE_API_BASE_URL?: string;
     }
   }
 }

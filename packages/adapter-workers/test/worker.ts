@@ -1,6 +1,7 @@
 import type { BackendClient } from '@org/core';
 import { createScriptedBackendClient, functionCallChunk, thoughtChunk } from '@org/core/testing';
 import { createHandler, createSessionObject, InteractionStoreObject, SessionObject } from '../src/index.js';
+import { playMemoryScenario } from './memory-scenario.js';
 
 /** The same object class, bound in test/wrangler.jsonc as a key-value-backed (non-SQLite) class. */
 export class KeyValueBackedInteractionStoreObject extends InteractionStoreObject {}
@@ -60,6 +61,12 @@ export const ScriptedSessionObject = createSessionObject<Cloudflare.Env>({
   createBackend: (env) => scriptedModel(env),
   runOptions: () => ({ leaseMs: 1_000 }),
   livenessMs: 200,
+});
+
+/** Session objects whose model plays the memory scenario; Drive is the default client built from the caller's token. */
+export const MemorySessionObject = createSessionObject<Cloudflare.Env>({
+  sessionNamespace: (env) => env.MEMORY_SESSIONS,
+  createBackend: () => createScriptedBackendClient(playMemoryScenario),
 });
 
 export { InteractionStoreObject, SessionObject };

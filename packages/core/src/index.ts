@@ -21,7 +21,9 @@ export {
   createAudioGroup,
   createChatGroup,
   createGenerateGroup,
+  createGoogleDriveGroup,
   createImageGroup,
+  createMemoryGroup,
   createSystemGroup,
   createVideoGroup,
   defineFunction,
@@ -33,7 +35,10 @@ export {
   type FunctionGroup,
   type SuspendEventInput,
 } from './functions/index.js';
-export type { AgentFileSystem, FileDescriptor, TaskNode, TaskTreeManager } from './agent-fs/index.js';
+export type { AgentFileSystem, FileDescriptor, MountedDirectory, TaskNode, TaskTreeManager } from './agent-fs/index.js';
+
+// Memory
+export { createSheetManager, type MemoryGraph, type MemorySheet, type SheetManager, type SheetManagerOptions } from './memory/index.js';
 
 // Ports
 export { DEFAULT_INTERACTION_TTL_MS } from './interactions/index.js';

@@ -7,6 +7,7 @@ import type { DevServer } from './dev-server.js';
 (nodeModule as { enableCompileCache?: () => unknown }).enableCompileCache?.();
 const { startDevServer } = await import('./dev-server.js');
 const { readModelBackendConfig } = await import('./model-backend-env.js');
+const { readDriveBackendConfig } = await import('./drive-backend.js');
 
 /** Reads `--port <n>` / `--port=<n>`, then `PORT`, then 8080. */
 function readPort(argv: readonly string[]): number {
@@ -72,6 +73,7 @@ try {
     ...(process.env.UPSTREAM_URL ? { upstreamUrl: process.env.UPSTREAM_URL } : {}),
     ...(corsOrigins ? { corsOrigins } : {}),
     ...(process.env.SIMULATED_GEMINI_PORT ? { simulatedGeminiPort: portNumber(process.env.SIMULATED_GEMINI_PORT, 'SIMULATED_GEMINI_PORT') } : {}),
+    drive: readDriveBackendConfig(process.env),
   });
 } catch (error) {
   const code = (error as NodeJS.ErrnoException).code;

@@ -14,6 +14,7 @@ import {
   type CorsOptions,
 } from '@org/core/http';
 import { createSimulatedGemini } from '@org/core/testing';
+import { startDriveBackend, type DriveBackendConfig } from './drive-backend.js';
 import { chooseModelProvider, createModelBackend, describeModelBackend, modelFor, type ModelBackendConfig } from './model-backend.js';
 import { PLAYGROUND_HTML } from './playground/page.js';
 import { createReverseProxy } from './reverse-proxy.js';
@@ -48,6 +49,8 @@ export interface DevServerConfig {
   corsOrigins?: '*' | readonly string[];
   /** Port of the simulated Gemini (when it runs). Default: a free one. */
   simulatedGeminiPort?: number;
+  /** Where runs keep memory (Drive + Sheets); see `startDriveBackend`. */
+  drive?: DriveBackendConfig;
 }
 
 /** A running dev server. */
@@ -104,6 +107,8 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
     modelConfig.geminiBaseUrl = `${simulated.url}/v1beta`;
   }
   const backing = await openBacking(config);
+  // Memory: the configured Drive, a simulated one beside the simulated model, else Google's.
+  const drive = await startDriveBackend({ simulated: mode === 'simulated' && !config.upstreamUrl, fetch: pooledFetch, ...(config.drive ? { config: config.drive } : {}) });
   // Media steps and uploads: the upstream backend as the caller, else the simulated one.
   const mediaUrl = config.upstreamUrl ?? simulated?.url;
   modelConfig.upstream = (accessToken) => {
@@ -115,7 +120,7 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
   const model = modelFor(modelConfig);
   const cors: CorsOptions = { origins: config.corsOrigins ?? '*' };
   const agent = createAgentHandler({
-    createPorts: ({ accessToken }) => ({ backend: backendFor(accessToken), store: backing.store }),
+    createPorts: ({ accessToken }) => drive.withDrive({ backend: backendFor(accessToken), store: backing.store }, accessToken),
     runOptions: () => ({ ...(model ? { model } : {}), ...(config.leaseMs === undefined ? {} : { leaseMs: config.leaseMs }) }),
     cors,
     sessions: { log: backing.log, bus: backing.bus },
@@ -154,6 +159,7 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
   } catch (error) {
     await simulated?.close();
     await backing.close();
+    await drive.close();
     await pooledFetch.close();
     throw error;
   }
@@ -163,11 +169,21 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
     port: server.port,
     mode,
     ...(simulated && modelConfig.geminiBaseUrl ? { simulatedGeminiUrl: modelConfig.geminiBaseUrl } : {}),
-    banner: banner({ url, mode, modelLine: describeModelBackend(modelConfig), baseUrl: modelConfig.geminiBaseUrl, store: backing.description, upstreamUrl: config.upstreamUrl, cors }),
+    banner: banner({
+      url,
+      mode,
+      modelLine: describeModelBackend(modelConfig),
+      baseUrl: modelConfig.geminiBaseUrl,
+      store: backing.description,
+      upstreamUrl: config.upstreamUrl,
+      cors,
+      memoryLine: drive.bannerLine,
+    }),
     close: async () => {
       await server.close();
       await simulated?.close();
       await backing.close();
+      await drive.close();
       await pooledFetch.close();
     },
   };
@@ -269,6 +285,7 @@ interface BannerFacts {
   store: string;
   upstreamUrl: string | undefined;
   cors: CorsOptions;
+  memoryLine: string;
 }
 
 function banner(facts: BannerFacts): string {
@@ -287,6 +304,7 @@ function banner(facts: BannerFacts): string {
     `Agent dev server on ${url}`,
     `Playground: ${url}/  (open it in a browser)`,
     ...modeLines,
+    facts.memoryLine,
     `Endpoints: POST ${url}/v1beta1/streamRunAgent  (alias POST ${url}/api/agent/run)`,
     `           POST ${url}/v1beta1/sessions/new, GET ${url}/v1beta1/sessions/{id}?alt=sse, :resume, :cancel, /status`,
     `           POST ${url}${UI_MESSAGE_STREAM_PATH}  (the AI SDK's useChat; GET ${UI_MESSAGE_STREAM_PATH}/{chatId} restores a chat)`,

@@ -117,6 +117,31 @@ describe('the playground at / of a real dev server (simulated model)', () => {
     await page.close();
   });
 
+  it('keeps notes in memory across two runs, on the simulated Drive + Sheets of the dev server', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${url}/`);
+    await page.waitForSelector('body[data-ready=true]');
+    await page.check('#use-memory');
+    const runOnce = async (objective: string): Promise<{ text: string; calls: Array<string | null> }> => {
+      await page.fill('#objective', objective);
+      await page.click('#run');
+      const result = page.locator('#result[data-status=success]');
+      await result.waitFor({ timeout: 30_000 });
+      const text = (await result.textContent()) ?? '';
+      const calls = await page.locator('#timeline > li[data-kind=call]').evaluateAll((items) => items.map((item) => item.getAttribute('data-name')));
+      await page.waitForSelector('#run:not([disabled])');
+      return { text, calls };
+    };
+    const first = await runOnce('Remember that I like tea.');
+    expect(first.calls).toEqual(expect.arrayContaining(['memory_get_metadata', 'memory_create_sheet', 'memory_update_sheet', 'memory_read_sheet']));
+    expect(first.text).toContain('I remember 1 note in my memory sheet');
+    const second = await runOnce('Remember that I like green tea too.');
+    expect(second.calls).not.toContain('memory_create_sheet');
+    expect(second.text).toContain('I remember 2 notes in my memory sheet');
+    expect(second.text).toContain('Remember that I like tea.');
+    await page.close();
+  });
+
   it('stops a run from the Stop button while it waits for input', async () => {
     const page = await browser.newPage();
     await page.goto(`${url}/`);

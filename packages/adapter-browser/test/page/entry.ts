@@ -104,6 +104,31 @@ const checks = {
     }
     throw new Error('the run never asked for input');
   },
+  /**
+   * Two in-page runs with memory, the Drive client built from a token and pointed at this page's
+   * origin (where the test server serves the fake Google Drive): what the second run says it remembers.
+   */
+  async memoryLocally(accessToken: string) {
+    const gemini = createSimulatedGemini();
+    const backend = createGeminiBackendClient({ apiKey: 'simulated', fetch: (input, init) => gemini.fetch(new Request(input, init)) });
+    const client = createBrowserAgentClient({
+      runIn: 'page',
+      backend,
+      accessToken: () => accessToken,
+      driveBaseUrls: { drive: `${location.origin}/drive/v3`, upload: `${location.origin}/upload/drive/v3`, sheets: `${location.origin}/v4` },
+      store: createIndexedDbInteractionStore({ databaseName: 'memory-runs' }),
+    });
+    const outcomes: string[] = [];
+    for (const objective of ['Remember that I like tea.', 'Remember that I like coffee too.']) {
+      const run = client.startRun({
+        segments: [{ type: 'text', text: objective }, { type: 'tool', path: 'function-group/use-memory', title: 'Use Memory' }],
+        graph: { url: 'drive:/browser-graph', title: 'Browser graph' },
+      });
+      for await (const event of run.events) void event;
+      outcomes.push(JSON.stringify((await run.result).outcomes));
+    }
+    return outcomes;
+  },
   /** After a reload: resumes the saved run from IndexedDB and finishes it. */
   async resumeLocally(interactionId: string) {
     const run = localClient('reload').resumeRun(interactionId, answers({ type: 'waitForInput' } as AgentEvent), { onSuspend: answers });

@@ -267,3 +267,30 @@ describe('AgentFileSystem snapshots', () => {
     expect(() => AgentFileSystem.fromSnapshot(broken)).toThrow(/^Invalid file system snapshot: files\[0\]\.data: /);
   });
 });
+
+describe('AgentFileSystem: mounted directories', () => {
+  const sheets = new Map([['Scores', '[["a"]]'], ['My Sheet', '[["b"]]']]);
+  const memory = { read: async (name: string) => sheets.get(name), list: async () => [...sheets.keys()] };
+
+  it('reads a mounted file by its plain or percent-encoded name, and says when there is none', async () => {
+    const fs = new AgentFileSystem();
+    fs.mount('/mnt/memory', memory);
+    expect(await fs.readText('/mnt/memory/Scores')).toBe('[["a"]]');
+    expect(await fs.readText('mnt/memory/My%20Sheet')).toBe('[["b"]]');
+    expect(await fs.readText('/mnt/memory/My Sheet')).toBe('[["b"]]');
+    await expect(fs.get('/mnt/memory/Missing')).rejects.toMatchObject({ code: 'NOT_FOUND', message: 'file "/mnt/memory/Missing" not found' });
+    await expect(fs.get('/mnt/memory/')).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+
+  it('lists mounted files after the others, leaves out a directory that cannot be listed, and never snapshots them', async () => {
+    const fs = new AgentFileSystem();
+    fs.write('a.md', 'one');
+    fs.addSystemFile('/mnt/system/chat_log.json', () => '[]');
+    fs.mount('/mnt/memory/', memory);
+    fs.mount('/mnt/broken/', { read: async () => undefined, list: async () => Promise.reject(new Error('offline')) });
+    expect(await fs.listAllFiles()).toBe('/mnt/a.md\n/mnt/system/chat_log.json\n/mnt/memory/Scores\n/mnt/memory/My%20Sheet');
+    expect(fs.listFiles()).toBe('/mnt/a.md\n/mnt/system/chat_log.json');
+    expect(fs.snapshot().files.map((file) => file.path)).toEqual(['/mnt/a.md']);
+    expect(await new AgentFileSystem().listAllFiles()).toBe('');
+  });
+});

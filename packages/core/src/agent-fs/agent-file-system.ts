@@ -29,6 +29,17 @@ export interface FileDescriptor {
 /** Reads a virtual file's current text; it runs on every read, never at registration. */
 export type SystemFileGetter = () => string | Promise<string>;
 
+/**
+ * A directory whose files another system serves, read on demand (the memory sheets under
+ * `/mnt/memory/`). Names are the file names inside the directory, percent-decoded.
+ */
+export interface MountedDirectory {
+  /** The text of the file `name`, or `undefined` when there is no such file. */
+  read(name: string): Promise<string | undefined>;
+  /** The names of its files. */
+  list(): Promise<string[]>;
+}
+
 /** One file of a {@link FileSystemSnapshot}: its path and descriptor. */
 export const FileEntrySnapshotSchema = z.object({
   path: z.string(),
@@ -75,6 +86,8 @@ export class AgentFileSystem {
   /** Added routes, name → original; `""` and `"/"` map to themselves without being stored. */
   readonly #routes = new Map<string, string>();
   readonly #systemFiles = new Map<string, SystemFileGetter>();
+  /** Mounted directories, by their path with a trailing `/`. */
+  readonly #mounts = new Map<string, MountedDirectory>();
   #fileCount = 0;
 
   /**
@@ -126,6 +139,12 @@ export class AgentFileSystem {
     const normalised = normalisePath(path);
     const getter = this.#systemFiles.get(normalised);
     if (getter) return [{ text: await getter() }];
+    const mounted = this.#mountOf(normalised);
+    if (mounted) {
+      const text = mounted.name.length > 0 ? await mounted.directory.read(mounted.name) : undefined;
+      if (text === undefined) throw new AgentError('NOT_FOUND', `file "${normalised}" not found`);
+      return [{ text }];
+    }
     const descriptor = this.#files.get(normalised);
     if (!descriptor) throw new AgentError('NOT_FOUND', `file "${normalised}" not found`);
     return [toPart(descriptor)];
@@ -164,6 +183,23 @@ export class AgentFileSystem {
     const paths = [...this.#files.keys()];
     for (const path of this.#systemFiles.keys()) {
       if (!this.#files.has(path)) paths.push(path);
+    }
+    return paths.join('\n');
+  }
+
+  /**
+   * Like {@link AgentFileSystem.listFiles}, followed by the files of mounted directories
+   * (`/mnt/memory/Scores`). A directory that cannot be listed is left out.
+   */
+  async listAllFiles(): Promise<string> {
+    const listed = this.listFiles();
+    const paths = listed === '' ? [] : [listed];
+    for (const [directory, source] of this.#mounts) {
+      try {
+        for (const name of await source.list()) paths.push(`${directory}${encodeURIComponent(name)}`);
+      } catch {
+        // Listing is best effort: reading a file of the directory reports its own error.
+      }
     }
     return paths.join('\n');
   }
@@ -251,6 +287,16 @@ export class AgentFileSystem {
     this.#systemFiles.set(normalisePath(path), getter);
   }
 
+  /**
+   * Serves the files under `directory` (e.g. `/mnt/memory/`) from `source`: reading
+   * `/mnt/memory/My%20Sheet` or `/mnt/memory/My Sheet` asks it for `My Sheet`. Mounts are not saved
+   * in a snapshot: whoever restores the file system mounts them again.
+   */
+  mount(directory: string, source: MountedDirectory): void {
+    const normalised = normalisePath(directory);
+    this.#mounts.set(normalised.endsWith('/') ? normalised : `${normalised}/`, source);
+  }
+
   /** Every stored file as a part, in insertion order (for `complete.result.intermediate`). */
   files(): Array<{ path: string; part: Part }> {
     return Array.from(this.#files, ([path, descriptor]) => ({ path, part: toPart(descriptor) }));
@@ -284,6 +330,21 @@ export class AgentFileSystem {
     for (const [name, original] of Object.entries(data.routes)) fileSystem.#routes.set(name, original);
     fileSystem.#fileCount = data.fileCount;
     return fileSystem;
+  }
+
+  #mountOf(path: string): { directory: MountedDirectory; name: string } | undefined {
+    for (const [prefix, directory] of this.#mounts) {
+      if (!path.startsWith(prefix)) continue;
+      const rest = path.slice(prefix.length);
+      let name = rest;
+      try {
+        name = decodeURIComponent(rest);
+      } catch {
+        // Not percent-encoding after all (a lone "%"): the name as written.
+      }
+      return { directory, name };
+    }
+    return undefined;
   }
 
   #findReference(data: string): string | undefined {

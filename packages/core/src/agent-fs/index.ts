@@ -3,7 +3,7 @@
  * translation between request segments / model text and content parts, and the task tree.
  */
 export { AgentFileSystem, FileEntrySnapshotSchema, FileSystemSnapshotSchema } from './agent-file-system.js';
-export type { FileDescriptor, FileDescriptorType, FileSystemSnapshot, SystemFileGetter } from './agent-file-system.js';
+export type { FileDescriptor, FileDescriptorType, FileSystemSnapshot, MountedDirectory, SystemFileGetter } from './agent-file-system.js';
 export { addChatLogFile, CHAT_LOG_PATH, deriveChatLog, type ChatLogEntry } from './chat-log.js';
 export {
   DEFAULT_EXTENSION,

@@ -4,9 +4,11 @@ import { z } from 'zod';
 import type { JsonObject } from '../protocol/content.js';
 import type { AgentEvent } from '../protocol/events.js';
 import type { FunctionDeclaration } from '../protocol/gemini.js';
+import { createHttpDriveOperationsClient } from '../http/index.js';
+import type { StartRequest } from '../protocol/requests.js';
 import { run } from '../run/index.js';
-import { createMemoryInteractionStore, createScriptedBackendClient, functionCallChunk } from '../testing/index.js';
-import { defaultFunctionGroups, defineFunction, toFunctionDeclaration } from './index.js';
+import { createFakeGoogleDrive, createMemoryInteractionStore, createScriptedBackendClient, functionCallChunk } from '../testing/index.js';
+import { createGoogleDriveGroup, createMemoryGroup, defaultFunctionGroups, defineFunction, toFunctionDeclaration } from './index.js';
 
 interface FunctionFacts {
   group: string;
@@ -23,18 +25,25 @@ const FACTS = JSON.parse(readFileSync(new URL('function-facts.json', FIXTURES), 
 const DEFAULTS = JSON.parse(readFileSync(new URL('function-defaults.json', FIXTURES), 'utf8')) as Record<string, JsonObject>;
 
 /** Declared by the protocol but not offered by this runtime (they need backends it does not have). */
-const NOT_OFFERED = [
-  'generate_html',
-  'google_drive_create_folder',
-  'google_drive_upload_file',
+const NOT_OFFERED = ['generate_html', 'notebooklm_generate_answer', 'notebooklm_retrieve_relevant_chunks'];
+
+/** Offered when the request turns them on: a memory tool segment, the `enableGoogleDriveTools` flag (both need a Drive client). */
+const ON_REQUEST = [
   'memory_create_sheet',
-  'memory_delete_sheet',
-  'memory_get_metadata',
   'memory_read_sheet',
   'memory_update_sheet',
-  'notebooklm_generate_answer',
-  'notebooklm_retrieve_relevant_chunks',
+  'memory_delete_sheet',
+  'memory_get_metadata',
+  'google_drive_upload_file',
+  'google_drive_create_folder',
 ];
+
+/** A request that turns on every optional group. */
+const EVERYTHING: StartRequest = {
+  segments: [{ type: 'text', text: 'Say hi' }, { type: 'tool', path: 'function-group/use-memory', title: 'Use Memory' }],
+  flags: { enableGoogleDriveTools: true },
+  graph: { url: 'drive:/graph-1', title: 'Graph' },
+};
 
 async function collect(events: AsyncIterable<AgentEvent>): Promise<AgentEvent[]> {
   const all: AgentEvent[] = [];
@@ -42,10 +51,17 @@ async function collect(events: AsyncIterable<AgentEvent>): Promise<AgentEvent[]>
   return all;
 }
 
-/** The declarations of the first request a plain objective sends. */
-async function firstRequestDeclarations(): Promise<FunctionDeclaration[]> {
+/** The declarations of the first request a plain objective (or `request`, with a Drive client) sends. */
+async function firstRequestDeclarations(request?: StartRequest): Promise<FunctionDeclaration[]> {
   const backend = createScriptedBackendClient([[functionCallChunk('system_objective_fulfilled', { objective_outcome: 'Hi', href: '/' })]]);
-  await collect(run({ segments: [{ type: 'text', text: 'Say hi' }] }, { backend, store: createMemoryInteractionStore() }));
+  const fake = createFakeGoogleDrive();
+  const drive = createHttpDriveOperationsClient({
+    fetch: (input, init) => fake.fetch(new Request(input, init)),
+    getAccessToken: () => 'token',
+    baseUrls: fake.baseUrls('http://google.test'),
+  });
+  const ports = request ? { backend, store: createMemoryInteractionStore(), drive } : { backend, store: createMemoryInteractionStore() };
+  await collect(run(request ?? { segments: [{ type: 'text', text: 'Say hi' }] }, ports));
   return backend.requests[0]?.body.tools?.[0]?.functionDeclarations ?? [];
 }
 
@@ -78,11 +94,19 @@ describe('the declarations the model sees', () => {
       'chat_present_choices',
     ]);
     const offered = new Set(declarations.map((declaration) => declaration.name));
+    expect(Object.keys(FACTS).filter((name) => !offered.has(name)).sort()).toEqual([...NOT_OFFERED, ...ON_REQUEST].sort());
+  });
+
+  it('offers the memory and google-drive functions after the built-in ones when the request turns them on', async () => {
+    const declarations = await firstRequestDeclarations(EVERYTHING);
+    expect(declarations.map((declaration) => declaration.name).slice(-9)).toEqual(['chat_request_user_input', 'chat_present_choices', ...ON_REQUEST]);
+    const offered = new Set(declarations.map((declaration) => declaration.name));
     expect(Object.keys(FACTS).filter((name) => !offered.has(name)).sort()).toEqual(NOT_OFFERED);
   });
 
   it('keeps every fact of every declaration: parameters, required, enums, defaults, strictness, response schema', async () => {
-    const declarations = await firstRequestDeclarations();
+    const declarations = await firstRequestDeclarations(EVERYTHING);
+    expect(declarations.map((declaration) => declaration.name)).toEqual(expect.arrayContaining(ON_REQUEST));
     expect(declarations.length).toBeGreaterThan(0);
     for (const declaration of declarations) {
       const facts = FACTS[declaration.name];
@@ -125,7 +149,7 @@ describe('the declarations the model sees', () => {
   });
 
   it('shows the client the icon and title of each function', async () => {
-    for (const group of defaultFunctionGroups()) {
+    for (const group of [...defaultFunctionGroups(), createMemoryGroup(), createGoogleDriveGroup()]) {
       for (const definition of group.functions) {
         const facts = FACTS[definition.name];
         expect({ icon: definition.icon ?? null, title: definition.title ?? null }, definition.name).toEqual({ icon: facts?.icon, title: facts?.title });
@@ -143,7 +167,7 @@ describe('the declarations the model sees', () => {
   });
 
   it('computes each declaration once and hands every run the same object', () => {
-    for (const group of defaultFunctionGroups()) {
+    for (const group of [...defaultFunctionGroups(), createMemoryGroup(), createGoogleDriveGroup()]) {
       for (const definition of group.functions) expect(toFunctionDeclaration(definition)).toBe(toFunctionDeclaration(definition));
     }
   });

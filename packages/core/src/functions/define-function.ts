@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { AgentFileSystem, TaskTreeManager } from '../agent-fs/index.js';
 import { AgentError } from '../errors/index.js';
+import type { SheetManager } from '../memory/index.js';
 import type { AgentPorts } from '../ports/index.js';
 import type { JsonObject } from '../protocol/content.js';
 import type { AgentResult } from '../protocol/events.js';
@@ -22,6 +23,11 @@ export interface FunctionContext {
   flags: Readonly<Record<string, unknown>>;
   /** The graph the run belongs to, when the client sent one. */
   graph?: { url?: string; title?: string };
+  /**
+   * The graph's memory (a spreadsheet of sheets the agent keeps), when the objective carries a
+   * memory tool and a Drive client is present.
+   */
+  memory?: SheetManager;
   /**
    * Attaches progress details (sources, executed code, ...) to this call's `functionResult`
    * event as `metadata`. They are for the app: the model never sees them.

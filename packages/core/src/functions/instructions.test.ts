@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { AgentEvent } from '../protocol/events.js';
 import { run } from '../run/index.js';
 import { createMemoryInteractionStore, createScriptedBackendClient, functionCallChunk, textChunk, type ScriptedRequest } from '../testing/index.js';
-import { defaultFunctionGroups } from './index.js';
+import { createGoogleDriveGroup, createMemoryGroup, defaultFunctionGroups } from './index.js';
 
 /** Names that look like a function of one of the protocol's groups (`chat_log.json` is a file). */
 const FUNCTION_NAME = /\b(?:system|generate|chat|memory|google_drive|notebooklm)_[a-z_]+\b(?!\.)/g;
@@ -13,7 +13,7 @@ async function collect(events: AsyncIterable<AgentEvent>): Promise<AgentEvent[]>
   return all;
 }
 
-const groups = defaultFunctionGroups();
+const groups = [...defaultFunctionGroups(), createMemoryGroup(), createGoogleDriveGroup()];
 const instructionOf = (name: string): string => groups.find((group) => group.name === name)?.instruction ?? '';
 const declared = new Set(groups.flatMap((group) => group.functions.map((definition) => definition.name)));
 
@@ -21,7 +21,7 @@ describe('the instructions the model gets', () => {
   it('sends the group instructions, joined, as the system instruction of every turn', async () => {
     const backend = createScriptedBackendClient([[functionCallChunk('system_objective_fulfilled', { objective_outcome: 'Hi', href: '/' })]]);
     await collect(run({ segments: [{ type: 'text', text: 'Say hi' }] }, { backend, store: createMemoryInteractionStore() }));
-    const expected = groups
+    const expected = defaultFunctionGroups()
       .map((group) => group.instruction ?? '')
       .filter((text) => text.length > 0)
       .join('\n\n');
@@ -85,6 +85,15 @@ describe('the instructions the model gets', () => {
     expect(chat).toMatch(/chat_present_choices[\s\S]*chat_request_user_input[\s\S]*prefer choices/);
     expect(chat).toMatch(/\/mnt\/system\/chat_log\.json/);
     expect(chat).toMatch(/one question each/);
+  });
+
+  it('covers the memory key phrase, one sheet, reading sheets as files, and the automatic chat log', () => {
+    const memory = instructionOf('memory');
+    expect(memory).toMatch(/"Use Memory"/);
+    expect(memory).toMatch(/one sheet named "memory"/);
+    expect(memory).toMatch(/\/mnt\/memory\/<sheet name>/);
+    expect(memory).toMatch(/\/mnt\/system\/chat_log\.json[\s\S]*earlier sessions/);
+    expect(instructionOf('google-drive')).toMatch(/google_drive_upload_file[\s\S]*google_drive_create_folder/);
   });
 
   it('tells the generate_text and code sub-requests to give just the output', async () => {

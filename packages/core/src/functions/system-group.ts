@@ -120,7 +120,7 @@ export function createSystemGroup(): FunctionGroup {
         icon: 'folder',
         async handler({ status_update }, context) {
           context.update(status_update || 'Getting a list of files');
-          return { list: context.fs.listFiles() };
+          return { list: await context.fs.listAllFiles() };
         },
       }),
       defineFunction({

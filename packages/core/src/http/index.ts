@@ -19,6 +19,7 @@ export {
   type DriveBaseUrls,
   type HttpDriveOperationsClientOptions,
 } from './http-drive-operations-client.js';
+export { readDriveBaseUrls } from './drive-base-urls.js';
 export { createOpenAiResponsesBackendClient } from './providers/openai-responses-backend-client.js';
 export type { OpenAiResponsesBackendClientOptions } from './providers/openai-responses-backend-client.js';
 export { createAnthropicBackendClient } from './providers/anthropic-backend-client.js';

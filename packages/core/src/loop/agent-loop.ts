@@ -7,6 +7,7 @@ import {
   type FunctionGroup,
   type Suspend,
 } from '../functions/index.js';
+import type { SheetManager } from '../memory/index.js';
 import { BodyConformer, HistoryValidator } from '../model/index.js';
 import type { AgentPorts } from '../ports/index.js';
 import type { JsonObject, LLMContent, Part } from '../protocol/content.js';
@@ -46,6 +47,10 @@ export interface LoopSession {
    * them before the ones derived from `contents`. Never saved with the session.
    */
   chatLogSeed?: ChatLogEntry[];
+  /** The graph's memory when the run has one; handlers see it as `context.memory`. Never saved. */
+  memory?: SheetManager;
+  /** The conversation this run belongs to, stable across suspends and resumes (saved with the run). */
+  sessionId?: string;
 }
 
 /** How a loop ended. */
@@ -316,6 +321,7 @@ export function createFunctionContext(
     consentsGranted: session.consentsGranted,
     flags: session.flags,
     ...(session.graph ? { graph: session.graph } : {}),
+    ...(session.memory ? { memory: session.memory } : {}),
     reportMetadata(metadata) {
       if (options.silent) return;
       const known = environment.resultMetadata?.get(callId);

@@ -1,5 +1,5 @@
 import { AgentError } from '../errors/index.js';
-import { composeFunctionGroups, type FunctionGroup } from '../functions/index.js';
+import { composeFunctionGroups, type FunctionGroup, type OptionalGroups } from '../functions/index.js';
 import { saveInteraction, type InteractionClaim } from '../interactions/index.js';
 import { createToolbox, runAgentLoop, type LoopOutcome, type LoopSession, type Toolbox } from '../loop/agent-loop.js';
 import type { RecoveredTurn } from '../loop/turn-journal.js';
@@ -9,22 +9,30 @@ import type { RunEvent } from '../protocol/run-events.js';
 import { CheckpointJournal } from './checkpoint-journal.js';
 import { toSavedCalls, toSavedState } from './persistence.js';
 import type { RunEnvironment } from './run-environment.js';
+import type { RunMemory } from './run-memory.js';
 import type { RunOptions } from './run-options.js';
 
-let defaultToolbox: Toolbox | undefined;
+/** The toolboxes of runs with the built-in groups only, by the optional groups they turn on. */
+const defaultToolboxes = new Map<string, Toolbox>();
 
 /**
- * The toolbox of a run: the composed function groups, assembled once. Runs with the built-in
- * groups only share one toolbox per process.
+ * The toolbox of a run: the composed function groups (with the `optional` built-in groups the
+ * run turns on), assembled once. Runs with the built-in groups only share one toolbox per
+ * process for each set of optional groups.
  */
-export function toolboxFor(options: RunOptions): Toolbox {
+export function toolboxFor(options: RunOptions, optional: OptionalGroups = {}): Toolbox {
   const extra: readonly FunctionGroup[] = options.functionGroups ?? [];
   const includeDefaults = options.defaultFunctionGroups !== false;
   if (extra.length === 0 && includeDefaults) {
-    defaultToolbox ??= createToolbox(composeFunctionGroups());
-    return defaultToolbox;
+    const key = `${optional.memory === true}:${optional.googleDrive === true}`;
+    let toolbox = defaultToolboxes.get(key);
+    if (!toolbox) {
+      toolbox = createToolbox(composeFunctionGroups([], true, optional));
+      defaultToolboxes.set(key, toolbox);
+    }
+    return toolbox;
   }
-  return createToolbox(composeFunctionGroups(extra, includeDefaults));
+  return createToolbox(composeFunctionGroups(extra, includeDefaults, optional));
 }
 
 /** One segment of a run: what it runs with, and the record it holds, if any. */
@@ -40,6 +48,8 @@ export interface Segment {
   recovered?: RecoveredTurn;
   /** The session differs from the held record (an answer was applied): checkpoint it first. */
   unsaved?: boolean;
+  /** The run's memory, when it has one: questions the run suspends on are added to its chat log. */
+  memory?: RunMemory;
 }
 
 /**
@@ -112,6 +122,8 @@ export async function finishSegment(outcome: LoopOutcome, segment: Segment): Pro
       state.precondition = outcome.suspend.precondition;
       await saveInteraction(ports.store, interactionId, state, options.owner, options.sessionId);
       await claim?.commit();
+      // The chat log in memory is kept best effort: a failed write never stops the run.
+      await segment.memory?.chatLog.recordQuestion(outcome.pending, segment.environment.signal).catch(() => undefined);
       emit({ ...outcome.suspend.event, interactionId } as RunEvent);
       return;
     }

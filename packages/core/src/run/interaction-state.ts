@@ -33,6 +33,11 @@ export interface InteractionState {
   taskTree: unknown;
   flags: Record<string, unknown>;
   graph?: { url?: string; title?: string };
+  /**
+   * The conversation the run belongs to, the same for every segment of the run: the rows it adds
+   * to a kept chat log carry it. Absent in states saved before it existed.
+   */
+  sessionId?: string;
   consentsGranted: string[];
   turnCount: number;
   /** `suspend`: every call of the turn that suspended, in call order. */

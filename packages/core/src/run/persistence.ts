@@ -22,6 +22,7 @@ export function toSavedState(session: LoopSession, kind: InteractionState['kind'
     turnCount: session.turnCount,
   };
   if (session.graph) state.graph = session.graph;
+  if (session.sessionId !== undefined) state.sessionId = session.sessionId;
   return state;
 }
 

@@ -12,6 +12,7 @@ import type { RunEvent } from '../protocol/run-events.js';
 import { busyError, finishSegment, runSegment, toolboxFor } from './finish-run.js';
 import { readInteractionState, type InteractionState } from './interaction-state.js';
 import { driveRun, type RunEnvironment } from './run-environment.js';
+import { openRunMemory, optionalGroupsOf } from './run-memory.js';
 import { DEFAULT_MAX_TURNS, type RunOptions } from './run-options.js';
 
 /**
@@ -83,7 +84,7 @@ async function continueClaimed(
   if (prepared) await runSegment({ ...prepared, ports, options, environment, claim });
 }
 
-type Prepared = Pick<Parameters<typeof runSegment>[0], 'session' | 'toolbox' | 'recovered' | 'unsaved'>;
+type Prepared = Pick<Parameters<typeof runSegment>[0], 'session' | 'toolbox' | 'recovered' | 'unsaved' | 'memory'>;
 
 /**
  * Rebuilds the session from the claimed record and applies the client's answer (recorded as the
@@ -109,22 +110,30 @@ async function prepare(
     consentsGranted: new Set(state.consentsGranted),
     turnCount: state.turnCount,
     maxTurns: options.maxTurns ?? DEFAULT_MAX_TURNS,
+    sessionId: state.sessionId ?? options.sessionId ?? crypto.randomUUID(),
   };
   if (state.graph) session.graph = state.graph;
-  const toolbox = toolboxFor(options);
-  if (state.kind === 'checkpoint') return state.turn ? { session, toolbox, recovered: state.turn } : { session, toolbox };
+  const memory = await openRunMemory(session, ports, environment.signal, options, 'resume');
+  const toolbox = toolboxFor(options, optionalGroupsOf(session, ports));
+  const withMemory = memory ? { memory } : {};
+  if (state.kind === 'checkpoint') return state.turn ? { session, toolbox, recovered: state.turn, ...withMemory } : { session, toolbox, ...withMemory };
 
   const answered = await answerPendingCall(state, response, session, toolbox, ports, environment);
   if (answered.kind === 'outcome') {
-    await finishSegment(answered.outcome, { session, toolbox, ports, options, environment, claim });
+    await finishSegment(answered.outcome, { session, toolbox, ports, options, environment, claim, ...withMemory });
     return undefined;
+  }
+  const pending = state.calls?.find((candidate) => candidate.callId === state.pendingCallId);
+  if (memory && pending && !state.precondition) {
+    // Best effort, like every chat log write: the answer reaches the model either way.
+    await memory.chatLog.recordAnswer(pending, answered.response, environment.signal).catch(() => undefined);
   }
   const parts: Part[] = (state.calls ?? []).map((call) =>
     toFunctionResponsePart(call, call.callId === state.pendingCallId ? answered.response : (call.response ?? {})),
   );
   session.contents.push({ role: 'user', parts });
   // Written before the first model request, so a crash from there on never applies the answer again.
-  return { session, toolbox, unsaved: true };
+  return { session, toolbox, unsaved: true, ...withMemory };
 }
 
 /** What the client's answer made of the suspended call: its function response, or the run's end. */

@@ -8,6 +8,7 @@ import { createClaimedInteraction } from '../interactions/index.js';
 import { runSegment, toolboxFor } from './finish-run.js';
 import { toSavedState } from './persistence.js';
 import { driveRun } from './run-environment.js';
+import { openRunMemory, optionalGroupsOf } from './run-memory.js';
 import type { RunEvent } from '../protocol/run-events.js';
 import { DEFAULT_MAX_TURNS, DEFAULT_MODEL, type RunOptions } from './run-options.js';
 
@@ -58,8 +59,10 @@ export function run(request: StartRequest, ports: AgentPorts, options: RunOption
       consentsGranted: new Set(),
       turnCount: 0,
       maxTurns: options.maxTurns ?? DEFAULT_MAX_TURNS,
+      sessionId: options.sessionId ?? crypto.randomUUID(),
     };
     if (request.graph) session.graph = request.graph;
+    const memory = await openRunMemory(session, ports, environment.signal, options, pidgin.useMemory ? 'start' : 'start-flag');
     const claim =
       options.interactionId === undefined
         ? undefined
@@ -68,7 +71,8 @@ export function run(request: StartRequest, ports: AgentPorts, options: RunOption
             ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
             ...(options.sessionId === undefined ? {} : { sessionId: options.sessionId }),
           });
-    await runSegment({ session, toolbox: toolboxFor(options), ports, options, environment, ...(claim ? { claim } : {}) });
+    const toolbox = toolboxFor(options, optionalGroupsOf(session, ports));
+    await runSegment({ session, toolbox, ports, options, environment, ...(claim ? { claim } : {}), ...(memory ? { memory } : {}) });
   });
 }
 

@@ -24,6 +24,7 @@ export {
   type ScriptedRequest,
   type ScriptedTurn,
 } from './scripted-backend-client.js';
+export { createScriptedGemini, type ScriptedGemini } from './scripted-gemini.js';
 export { createSimulatedGemini, type SimulatedGemini, type SimulatedGeminiOptions } from './simulated-gemini.js';
 export { SIMULATED_IMAGE_PNG, simulatedExecuteStep, toneWav } from './simulated-media.js';
 export {

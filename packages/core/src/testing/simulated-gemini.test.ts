@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createGeminiBackendClient } from '../http/gemini-backend-client.js';
+import { createHttpDriveOperationsClient } from '../http/http-drive-operations-client.js';
+import { createFakeGoogleDrive } from './fake-google-drive.js';
 import { createUpstreamBackendClient } from '../http/upstream-backend-client.js';
 import type { AgentEvent } from '../protocol/events.js';
 import { resume, run } from '../run/index.js';
@@ -114,5 +116,46 @@ describe('simulated Gemini memory', () => {
     const none = createSimulatedGemini({ keepRequests: 0 });
     await (await post(none)).text();
     expect(none.requests).toHaveLength(0);
+  });
+});
+
+describe('simulated Gemini and the memory functions', () => {
+  it('keeps a note per run in a memory sheet and reads the notes back, across two runs of one graph', async () => {
+    const { ports } = setup();
+    const fake = createFakeGoogleDrive();
+    const drive = createHttpDriveOperationsClient({
+      fetch: (input, init) => fake.fetch(new Request(input, init)),
+      getAccessToken: () => 'simulated',
+      baseUrls: fake.baseUrls('http://google.test'),
+    });
+    const request = (text: string) => ({
+      segments: [{ type: 'text' as const, text }, { type: 'tool' as const, path: 'function-group/use-memory', title: 'Use Memory' }],
+      graph: { url: 'drive:/playground', title: 'Playground' },
+    });
+    const first = await collect(run(request('Remember that I like tea.'), { ...ports, drive }));
+    expect(first.filter((event) => event.type === 'functionCall').map((event) => (event as { name: string }).name)).toEqual([
+      'system_write_file',
+      'memory_get_metadata',
+      'memory_create_sheet',
+      'memory_read_sheet',
+      'memory_update_sheet',
+      'memory_read_sheet',
+      'system_objective_fulfilled',
+    ]);
+    expect(JSON.stringify(first.at(-1))).toContain('I remember 1 note in my memory sheet');
+    const second = await collect(run(request('Remember that I like coffee too.'), { ...ports, drive }));
+    expect(second.filter((event) => event.type === 'functionCall').map((event) => (event as { name: string }).name)).not.toContain('memory_create_sheet');
+    const outcome = JSON.stringify(second.at(-1));
+    expect(outcome).toContain('I remember 2 notes');
+    expect(outcome).toContain('Remember that I like tea.');
+    const values = fake.sheetValues(fake.files()[0]?.id as string, 'memory');
+    expect(values?.map((row) => row[1])).toEqual(['note', 'Remember that I like tea.', 'Remember that I like coffee too.']);
+  });
+
+  it('does not reach for memory without the memory functions', async () => {
+    const { ports } = setup();
+    const events = await collect(run({ segments: [{ type: 'text', text: 'Remember that I like tea.' }] }, ports));
+    expect(events.some((event) => event.type === 'functionCall' && event.name.startsWith('memory_'))).toBe(false);
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
   });
 });

@@ -27,7 +27,9 @@ const SIGNATURE_PREFIX = 'c2ltOnNpZ25lZDo';
  * A deterministic stand-in for the Gemini API, speaking the real `streamGenerateContent` SSE
  * format: it thinks, writes a file, asks for the user's name when the objective asks for input,
  * offers choices when asked to choose, draws a picture (`generate_images`) or runs code
- * (`generate_and_execute_code`, answered with a code-execution turn) when the objective asks, and
+ * (`generate_and_execute_code`, answered with a code-execution turn) when the objective asks, keeps
+ * a note of the run in a `memory` sheet and reads its notes back when the objective mentions
+ * remembering and the memory functions are offered (a memory tool with a Drive client), and
  * fulfils the objective with the results. It also answers `/v1beta1/executeStep` like the media
  * backend, with a generated picture or a short tone. Like Gemini 3
  * it signs the first function call of each turn and answers 400, with the real error text, to a
@@ -196,6 +198,7 @@ function decide(body: GenerateContentRequest, model: string): GenerateContentRes
     .filter((content) => content.role === 'user')
     .flatMap((content) => content.parts.flatMap((part) => (part.functionResponse ? [part.functionResponse] : [])));
   const answerOf = (name: string) => responses.find((response) => response.name === name)?.response;
+  const answersOf = (name: string) => responses.filter((response) => response.name === name).map((response) => response.response);
   const written = answerOf('system_write_file')?.file_path;
   const userInput = answerOf('chat_request_user_input');
   const choice = answerOf('chat_present_choices');
@@ -205,6 +208,9 @@ function decide(body: GenerateContentRequest, model: string): GenerateContentRes
   const wantsCode = /\b(code|compute|calculate|python)\b/i.test(objective);
   const images = answerOf('generate_images')?.images;
   const computed = answerOf('generate_and_execute_code');
+  // With a memory tool the objective says "Use Memory"; the memory functions are declared only when a Drive client is there too.
+  const wantsMemory = /\b(remember|memory|memorise|memorize|recall)\b/i.test(objective) && declared.has('memory_get_metadata');
+  const memoryStep = wantsMemory ? nextMemoryStep(objective, textOf(contents[0]), answersOf) : undefined;
 
   if (!declared.has('system_objective_fulfilled')) {
     return textTurn(model, turn, `Here is my answer to: ${objective.trim().slice(0, 200)}`);
@@ -214,6 +220,9 @@ function decide(body: GenerateContentRequest, model: string): GenerateContentRes
   if (written === undefined && declared.has('system_write_file')) {
     thought = `**Planning** I will note the objective in a file first, then work on it.`;
     calls.push({ name: 'system_write_file', args: { file_name: 'plan.md', content: `# Plan\n\nObjective: ${objective.trim().slice(0, 500)}` } });
+  } else if (memoryStep && !('notes' in memoryStep)) {
+    thought = memoryStep.thought;
+    calls.push(memoryStep.call);
   } else if (wantsInput && userInput === undefined && declared.has('chat_request_user_input')) {
     thought = `**Asking** I need the user's answer before I can finish.`;
     calls.push({ name: 'chat_request_user_input', args: { user_message: 'What is your name?', input_type: 'text' } });
@@ -249,6 +258,9 @@ function decide(body: GenerateContentRequest, model: string): GenerateContentRes
     if (picked) pieces.push(`You chose ${picked}.`);
     if (Array.isArray(images)) pieces.push(`The picture: ${images.map((path) => `<file src="${String(path)}" />`).join(' ')}`);
     if (typeof computed?.result === 'string') pieces.push(`The computation says: ${computed.result}`);
+    if (memoryStep && 'notes' in memoryStep) {
+      pieces.push(`I remember ${memoryStep.notes.length} ${memoryStep.notes.length === 1 ? 'note' : 'notes'} in my memory sheet: ${memoryStep.notes.join('; ')}.`);
+    }
     if (typeof written === 'string') pieces.push(`The plan: <file src="${written}" />`);
     calls.push({ name: 'system_objective_fulfilled', args: { objective_outcome: pieces.join(' ') } });
   }
@@ -261,6 +273,54 @@ function decide(body: GenerateContentRequest, model: string): GenerateContentRes
     envelope(model, [{ text: thought, thought: true }]),
     { ...envelope(model, parts, 'STOP'), usageMetadata: usage(contents) },
   ];
+}
+
+/** The sheet the simulated model keeps its notes in, one row per run: the date and the objective. */
+const MEMORY_SHEET = 'memory';
+
+/**
+ * The next step of keeping a note in memory: list the sheets, create the notes sheet when it is
+ * missing, read it, add a row for this run, read it back; then the notes it holds.
+ */
+function nextMemoryStep(
+  objective: string,
+  firstMessage: string,
+  answersOf: (name: string) => JsonObject[],
+): { thought: string; call: { name: string; args: JsonObject } } | { notes: string[] } {
+  const read = { name: 'memory_read_sheet', args: { range: `${MEMORY_SHEET}!A:B`, output_format: 'json', status_update: 'Reading my notes' } };
+  const [metadata] = answersOf('memory_get_metadata');
+  if (!metadata) {
+    return { thought: '**Checking my memory** Let me see which sheets I keep.', call: { name: 'memory_get_metadata', args: { status_update: 'Looking at my memory' } } };
+  }
+  const sheets = Array.isArray(metadata.sheets) ? (metadata.sheets as Array<{ name?: unknown }>) : [];
+  if (!sheets.some((sheet) => sheet.name === MEMORY_SHEET) && answersOf('memory_create_sheet').length === 0) {
+    return {
+      thought: '**Starting a memory** I have no notes yet, so I will make a sheet for them.',
+      call: { name: 'memory_create_sheet', args: { name: MEMORY_SHEET, columns: ['date', 'note'], status_update: 'Creating my notes sheet' } },
+    };
+  }
+  const reads = answersOf('memory_read_sheet');
+  const rowsOf = (answer: JsonObject | undefined): string[][] => {
+    if (typeof answer?.json !== 'string') return [];
+    try {
+      const values = (JSON.parse(answer.json) as { values?: unknown }).values;
+      return Array.isArray(values) ? (values as string[][]) : [];
+    } catch {
+      return [];
+    }
+  };
+  if (reads.length === 0) return { thought: '**Recalling** Let me read what I noted in earlier runs.', call: read };
+  if (answersOf('memory_update_sheet').length === 0) {
+    const row = Math.max(rowsOf(reads[0]).length, 1) + 1;
+    const date = /<current_date>([^<]*)<\/current_date>/.exec(firstMessage)?.[1] ?? new Date().toISOString();
+    const note = objective.replace(/Use Memory/g, '').replace(/\s+/g, ' ').trim().slice(0, 200);
+    return {
+      thought: '**Noting** I will add this run to my notes.',
+      call: { name: 'memory_update_sheet', args: { range: `${MEMORY_SHEET}!A${row}:B${row}`, values: [[date, note]] } },
+    };
+  }
+  if (reads.length === 1) return { thought: '**Checking** Let me read my notes back.', call: read };
+  return { notes: rowsOf(reads.at(-1)).slice(1).map((row) => `${row[0] ?? ''}: ${row[1] ?? ''}`) };
 }
 
 function textTurn(model: string, turn: number, text: string): GenerateContentResponse[] {

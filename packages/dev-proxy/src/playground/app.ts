@@ -1,8 +1,8 @@
 // The playground: a page that drives runs through the client SDK and shows every event.
 import { AgentClientError, createBrowserAgentClient, createIndexedDbInteractionStore, dispatchAgentEvents, type AgentClient } from '@org/adapter-browser';
-import type { AgentEvent, AgentEventOf, AgentResult, AgentRun, JsonObject, Part, ResumeResponse } from '@org/core/client';
-import { createGeminiBackendClient, createUpstreamBackendClient } from '@org/core/http';
-import { createSimulatedGemini } from '@org/core/testing';
+import type { AgentEvent, AgentEventOf, AgentResult, AgentRun, JsonObject, Part, ResumeResponse, StartRequest } from '@org/core/client';
+import { createGeminiBackendClient, createHttpDriveOperationsClient, createUpstreamBackendClient } from '@org/core/http';
+import { createFakeGoogleDrive, createSimulatedGemini } from '@org/core/testing';
 import { el, renderContent, renderMarkdown, renderPart, safeLink } from './render.js';
 
 /** Runs on this dev server, through its agent endpoint. */
@@ -20,8 +20,27 @@ function inPageClient(): AgentClient {
     fetch: fetchSimulated,
     upstream: createUpstreamBackendClient({ baseUrl: 'https://simulated.invalid', fetch: fetchSimulated, accessToken: 'simulated' }),
   });
-  pageClient = createBrowserAgentClient({ runIn: 'page', backend, store: createIndexedDbInteractionStore({ databaseName: 'agent-playground' }) });
+  // Memory of in-page runs: a simulated Drive + Sheets in this page (gone on reload).
+  const google = createFakeGoogleDrive();
+  const drive = createHttpDriveOperationsClient({
+    fetch: (input, init) => google.fetch(new Request(input, init)),
+    getAccessToken: () => 'simulated',
+    baseUrls: google.baseUrls('https://simulated.invalid'),
+  });
+  pageClient = createBrowserAgentClient({ runIn: 'page', backend, drive, store: createIndexedDbInteractionStore({ databaseName: 'agent-playground' }) });
   return pageClient;
+}
+
+/** Every playground run belongs to this graph, so runs with memory share one memory. */
+const PLAYGROUND_GRAPH = { url: 'drive:/agent-playground', title: 'Agent playground' };
+
+/** The start request: the objective, and a memory tool segment when memory is on. */
+function startRequest(objective: string, memory: boolean): StartRequest {
+  if (!memory) return { segments: [{ type: 'text', text: objective }], graph: PLAYGROUND_GRAPH };
+  return {
+    segments: [{ type: 'text', text: objective }, { type: 'tool', path: 'function-group/use-memory', title: 'Use Memory' }],
+    graph: PLAYGROUND_GRAPH,
+  };
 }
 
 const $ = <T extends HTMLElement>(selector: string): T => {
@@ -150,7 +169,8 @@ async function start(objective: string): Promise<void> {
   runButton.disabled = true;
   stopButton.disabled = false;
   const runIn = $<HTMLSelectElement>('#run-in').value;
-  const run = (runIn === 'page' ? inPageClient() : serverClient).startRun(objective);
+  const memory = $<HTMLInputElement>('#use-memory').checked;
+  const run = (runIn === 'page' ? inPageClient() : serverClient).startRun(startRequest(objective, memory));
   stopButton.onclick = () => run.abort();
   let turn = 0;
   const handlers = {

@@ -57,6 +57,7 @@ export const PLAYGROUND_HTML = `<!doctype html>
       <form id="objective-form">
         <label for="objective"><strong>Objective</strong></label>
         <textarea id="objective" rows="4">Ask for my name, then let me pick a time of day, and greet me.</textarea>
+        <label class="run-in"><input id="use-memory" type="checkbox"> Use memory: the agent keeps notes in a Google Sheet of this playground (simulated unless the server has Drive), and remembers earlier conversations</label>
         <label class="run-in">Run the loop
           <select id="run-in">
             <option value="server">on this server</option>

@@ -1,0 +1,154 @@
+import { describe, expect, it } from 'vitest';
+import { createHttpDriveOperationsClient } from '../http/index.js';
+import { createFakeGoogleDrive, type FakeGoogleDrive } from '../testing/index.js';
+import { createSheetManager, isSystemSheetName, memoryFileKey, parseSheetName, quoteSheetName } from './index.js';
+
+const TOKEN = 'ya29.memory-test';
+const SPREADSHEET = 'application/vnd.google-apps.spreadsheet';
+
+function setup(graph: { url: string; title?: string } = { url: 'drive:/graph-1', title: 'Trip planner' }) {
+  const fake = createFakeGoogleDrive({ accessToken: TOKEN });
+  const drive = createHttpDriveOperationsClient({
+    fetch: (input, init) => fake.fetch(new Request(input, init)),
+    getAccessToken: () => TOKEN,
+    baseUrls: fake.baseUrls('http://google.test'),
+    retry: { maxAttempts: 1 },
+  });
+  return { fake, drive, sheets: createSheetManager({ drive, graph }) };
+}
+
+/** The calls the fake saw, as `METHOD path?query`. */
+const calls = (fake: FakeGoogleDrive) =>
+  fake.requests.map(({ method, path, query }) => `${method} ${path}${Object.keys(query).length ? `?${new URLSearchParams(query)}` : ''}`);
+
+describe('createSheetManager', () => {
+  it('creates one spreadsheet for the graph, marked with its key, with an intro tab, on first use', async () => {
+    const { fake, sheets } = setup();
+    await sheets.createSheet('Scores', ['player', 'score']);
+    const [file] = fake.files();
+    expect(file).toMatchObject({
+      name: 'Memory for Trip planner',
+      mimeType: SPREADSHEET,
+      appProperties: { 'google-drive-connector': 'sheetgraph-1graph-1' },
+    });
+    expect(fake.sheets(file!.id as string)?.map((sheet) => sheet.title)).toEqual(['intro', 'Scores']);
+    expect(fake.sheetValues(file!.id as string, 'intro')?.[0]?.[0]).toMatch(/memory of an agent/);
+    expect(fake.sheetValues(file!.id as string, 'Scores')).toEqual([['player', 'score']]);
+    expect(calls(fake)).toEqual([
+      `GET /drive/v3/files?q=${new URLSearchParams({ q: "appProperties has { key = 'google-drive-connector' and value = 'sheetgraph-1graph-1' } and trashed = false" }).toString().slice(2)}`,
+      'POST /drive/v3/files',
+      'POST /v4/spreadsheets/fake-file-1:batchUpdate',
+      'PUT /v4/spreadsheets/fake-file-1/values/intro!A1?valueInputOption=USER_ENTERED',
+      'POST /v4/spreadsheets/fake-file-1:batchUpdate',
+      'PUT /v4/spreadsheets/fake-file-1/values/Scores!A1?valueInputOption=USER_ENTERED',
+    ]);
+    expect(fake.requests[2]?.body).toEqual({ requests: [{ updateSheetProperties: { properties: { sheetId: 0, title: 'intro' }, fields: 'title' } }] });
+    expect(fake.requests[4]?.body).toEqual({ requests: [{ addSheet: { properties: { title: 'Scores' } } }] });
+  });
+
+  it('finds the spreadsheet an earlier run created, and asks Drive only once per manager', async () => {
+    const { fake, drive, sheets } = setup();
+    await sheets.createSheet('Scores', ['player']);
+    const later = createSheetManager({ drive, graph: { url: 'drive:/graph-1' } });
+    const before = fake.requests.length;
+    await later.updateSheet('Scores!A2', [['Ada']]);
+    await later.readSheet('Scores!A1:A2');
+    expect(fake.files()).toHaveLength(1);
+    expect(calls(fake).slice(before).map((call) => call.split(' ')[0] + ' ' + call.split(' ')[1]?.split('?')[0])).toEqual([
+      'GET /drive/v3/files',
+      'PUT /v4/spreadsheets/fake-file-1/values/Scores!A2',
+      'GET /v4/spreadsheets/fake-file-1/values/Scores!A1%3AA2',
+    ]);
+  });
+
+  it('creates one spreadsheet when several first uses run at once', async () => {
+    const { fake, sheets } = setup();
+    await Promise.all([sheets.createSheet('A', ['x']), sheets.createSheet('B', ['y']), sheets.readSheet('intro!A1')]);
+    expect(fake.files()).toHaveLength(1);
+  });
+
+  it('keeps the graphs of one user apart', async () => {
+    const { fake, drive } = setup();
+    await createSheetManager({ drive, graph: { url: 'drive:/one' } }).createSheet('Notes', ['n']);
+    await createSheetManager({ drive, graph: { url: 'drive:/two' } }).createSheet('Notes', ['n']);
+    expect(fake.files().map((file) => file.name)).toEqual(['Memory for one', 'Memory for two']);
+  });
+
+  it('lists memory sheets with their headers, leaving out the intro and the runtime tabs, without creating anything', async () => {
+    const { fake, sheets } = setup();
+    expect(await sheets.getSheetMetadata()).toEqual([]);
+    expect(await sheets.listSheetNames()).toEqual([]);
+    expect(await sheets.readSheetAsText('Scores')).toBeUndefined();
+    expect(fake.files()).toEqual([]);
+
+    await sheets.createSheet('My Scores', ['player', 'score']);
+    await sheets.ensureSystemSheet('__chat_log__', ['timestamp', 'session_id', 'role', 'content']);
+    await sheets.ensureSystemSheet('__chat_log__', ['timestamp', 'session_id', 'role', 'content']);
+    expect(await sheets.getSheetMetadata()).toEqual([{ name: 'My Scores', file_path: '/mnt/memory/My%20Scores', columns: ['player', 'score'] }]);
+    expect(await sheets.listSheetNames()).toEqual(['My Scores']);
+    const spreadsheetId = fake.files()[0]?.id as string;
+    expect(fake.sheets(spreadsheetId)?.filter((sheet) => sheet.title === '__chat_log__')).toHaveLength(1);
+    expect(fake.requests.some((request) => request.path.endsWith("/values/'My%20Scores'!1%3A1"))).toBe(true);
+  });
+
+  it('reads a sheet as JSON text, and says there is no such sheet with undefined', async () => {
+    const { sheets } = setup();
+    await sheets.createSheet('Scores', ['player', 'score']);
+    await sheets.updateSheet('Scores!A2:B3', [['Ada', '42'], ['Bob', '007']]);
+    expect(await sheets.readSheetAsText('Scores')).toBe(JSON.stringify([['player', 'score'], ['Ada', '42'], ['Bob', '7']]));
+    expect(await sheets.readSheetAsText('Missing')).toBeUndefined();
+  });
+
+  it('deletes a sheet by name, and reports a missing one', async () => {
+    const { fake, sheets } = setup();
+    await sheets.createSheet('Scratch', ['x']);
+    await sheets.deleteSheet('Scratch');
+    expect(fake.sheets(fake.files()[0]?.id as string)?.map((sheet) => sheet.title)).toEqual(['intro']);
+    await expect(sheets.deleteSheet('Scratch')).rejects.toMatchObject({ code: 'NOT_FOUND', message: 'Sheet "Scratch" not found.' });
+  });
+
+  it('passes Drive and Sheets refusals on as coded errors, and tries again after a failed look-up', async () => {
+    const { fake, sheets } = setup();
+    fake.failNext({ status: 500, path: '/drive/v3/files' });
+    await expect(sheets.readSheet('intro!A1')).rejects.toMatchObject({ code: 'UPSTREAM_ERROR' });
+    await sheets.createSheet('Scores', ['a']);
+    await expect(sheets.createSheet('Scores', ['a'])).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('already exists') });
+  });
+
+  it('needs a graph URL', () => {
+    const { drive } = setup();
+    expect(() => createSheetManager({ drive, graph: { url: ' ' } })).toThrow(expect.objectContaining({ code: 'BAD_REQUEST', message: expect.stringContaining('graph.url') }));
+  });
+
+  it('escapes quotes in the Drive query, so a graph id cannot widen it', async () => {
+    const { fake, drive } = setup();
+    fake.addFile({ name: 'Other', mimeType: SPREADSHEET, appProperties: { 'google-drive-connector': 'x' } });
+    const sheets = createSheetManager({ drive, graph: { url: "drive:/a' or name contains '" } });
+    expect(await sheets.spreadsheetId()).toBeUndefined();
+    expect(fake.requests[0]?.query.q).toContain("value = 'sheeta\\' or name contains \\'a\\' or name contains \\'' }");
+  });
+});
+
+describe('memory helpers', () => {
+  it('derives the file key from the graph id, hashing ids too long for a Drive property', async () => {
+    expect(await memoryFileKey('drive:/1abc')).toBe('sheet1abc1abc');
+    expect(await memoryFileKey('drive:///1abc')).toBe('sheet1abc1abc');
+    const long = await memoryFileKey(`https://example.com/graphs/${'x'.repeat(100)}`);
+    expect(long).toMatch(/^sheet-sha256-[0-9a-f]{64}$/);
+    expect(new TextEncoder().encode(`google-drive-connector${long}`).byteLength).toBeLessThanOrEqual(124);
+  });
+
+  it('parses and quotes sheet names in A1 ranges', () => {
+    expect(parseSheetName("'My Sheet'!A1")).toBe('My Sheet');
+    expect(parseSheetName("'It''s'!A1:B2")).toBe("It's");
+    expect(parseSheetName('Scores!A1')).toBe('Scores');
+    expect(parseSheetName('A1:B2')).toBeUndefined();
+    expect(quoteSheetName('Scores')).toBe('Scores');
+    expect(quoteSheetName('__chat_log__')).toBe('__chat_log__');
+    expect(quoteSheetName('My Sheet')).toBe("'My Sheet'");
+    expect(quoteSheetName("It's")).toBe("'It''s'");
+    expect(quoteSheetName('AB12')).toBe("'AB12'");
+    expect(isSystemSheetName('__chat_log__')).toBe(true);
+    expect(isSystemSheetName('_notes')).toBe(false);
+  });
+});

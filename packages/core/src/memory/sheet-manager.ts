@@ -1,0 +1,281 @@
+import { AgentError, isAgentError } from '../errors/index.js';
+import type { DriveOperationsClient, SheetValues } from '../ports/index.js';
+
+/** The `appProperties` key that marks a graph's memory spreadsheet in Drive. */
+export const MEMORY_PROPERTY_KEY = 'google-drive-connector';
+
+/** Where the agent reads memory sheets as files: `/mnt/memory/<sheet name>`. */
+export const MEMORY_DIRECTORY = '/mnt/memory/';
+
+/** The MIME type of a Google Sheets spreadsheet. */
+const SPREADSHEET_MIME_TYPE = 'application/vnd.google-apps.spreadsheet';
+/** The first tab of a new spreadsheet (id 0) becomes the intro; it is never listed as memory. */
+const INTRO_SHEET_ID = 0;
+const INTRO_SHEET = 'intro';
+const INTRO_TEXT =
+  'This spreadsheet is the long-term memory of an agent. Each tab is one memory sheet the agent created; ' +
+  'tabs whose names start with "__" (such as the chat log) are kept by the runtime. You may read and edit ' +
+  'the tabs; the agent sees your changes the next time it runs.';
+/** Drive allows 124 bytes for one property, key and value together. */
+const MAX_PROPERTY_BYTES = 124;
+/** Sheets refuses tab names longer than this. */
+export const MAX_SHEET_NAME_LENGTH = 100;
+/** Sheets refuses cells longer than this. */
+export const MAX_CELL_LENGTH = 50_000;
+/** Most cells one write may hold. */
+export const MAX_CELLS_PER_WRITE = 100_000;
+/** Most columns a sheet may be created with. */
+export const MAX_COLUMNS = 1_000;
+/** Largest read (as JSON text) handed to the model or kept as a file. */
+export const MAX_READ_CHARACTERS = 1024 * 1024;
+
+/** The identity of the graph whose memory a {@link SheetManager} keeps. */
+export interface MemoryGraph {
+  /** The graph's URL, e.g. `drive:/1abc...`; it names the spreadsheet. */
+  url: string;
+  /** Shown in the spreadsheet's name. */
+  title?: string;
+}
+
+/** Options of {@link createSheetManager}. */
+export interface SheetManagerOptions {
+  drive: DriveOperationsClient;
+  graph: MemoryGraph;
+}
+
+/** One memory sheet as {@link SheetManager.getSheetMetadata} lists it. */
+export interface MemorySheet {
+  name: string;
+  /** Where the agent reads it: `/mnt/memory/<name, percent-encoded>`. */
+  file_path: string;
+  /** The header row. */
+  columns: string[];
+}
+
+/**
+ * The memory of one graph: a Google Sheets spreadsheet found by an `appProperties` key derived
+ * from the graph's URL, each tab a memory sheet. The spreadsheet is created (with an intro tab)
+ * the first time something needs it; reads of the listing never create it. Its id is kept for
+ * the life of the manager. Failures reject with coded `AgentError`s whose messages the model can act on.
+ */
+export interface SheetManager {
+  /** The graph's id: its URL without the `drive:/` prefix. */
+  readonly graphId: string;
+  /** The spreadsheet's id, creating the spreadsheet when `create` is set and there is none; else `undefined` when there is none. */
+  spreadsheetId(options?: { create?: boolean; signal?: AbortSignal }): Promise<string | undefined>;
+  /** Adds a tab named `name` with `columns` as its header row. */
+  createSheet(name: string, columns: readonly string[], signal?: AbortSignal): Promise<void>;
+  /** The values of an A1 range that names its sheet (`Scores!A1:B3`); `[]` when empty. */
+  readSheet(range: string, signal?: AbortSignal): Promise<SheetValues>;
+  /** Overwrites the cells of a range (values parsed as if typed). */
+  updateSheet(range: string, values: SheetValues, signal?: AbortSignal): Promise<void>;
+  /** Appends rows after the table in a range. */
+  appendToSheet(range: string, values: SheetValues, signal?: AbortSignal): Promise<void>;
+  /** Deletes the tab named `name`; `NOT_FOUND` when there is none. */
+  deleteSheet(name: string, signal?: AbortSignal): Promise<void>;
+  /** Adds a runtime-kept tab with its header row unless it exists. */
+  ensureSystemSheet(name: string, columns: readonly string[], signal?: AbortSignal): Promise<void>;
+  /** The memory sheets (not the intro, not `__` tabs) with their header rows; `[]` when there is no spreadsheet yet. */
+  getSheetMetadata(signal?: AbortSignal): Promise<MemorySheet[]>;
+  /** The names of the memory sheets, without reading their headers; `[]` when there is no spreadsheet yet. */
+  listSheetNames(signal?: AbortSignal): Promise<string[]>;
+  /** A sheet's values as JSON text, or `undefined` when there is no spreadsheet or no such sheet. */
+  readSheetAsText(name: string, signal?: AbortSignal): Promise<string | undefined>;
+}
+
+/**
+ * Creates the {@link SheetManager} of one graph over a Drive client.
+ *
+ * @example
+ * ```ts
+ * const memory = createSheetManager({ drive, graph: { url: 'drive:/1abc', title: 'Trip planner' } });
+ * await memory.createSheet('Scores', ['player', 'score']);
+ * await memory.updateSheet('Scores!A2:B2', [['Ada', '42']]);
+ * ```
+ */
+export function createSheetManager(options: SheetManagerOptions): SheetManager {
+  const { drive, graph } = options;
+  if (typeof graph?.url !== 'string' || graph.url.trim().length === 0) {
+    throw new AgentError('BAD_REQUEST', 'graph.url: memory keeps one spreadsheet per graph, so it needs the graph URL', { details: { field: 'graph.url' } });
+  }
+  const graphId = graphIdOf(graph.url);
+  const fileKeyPromise = memoryFileKey(graph.url);
+  let known: Promise<string | undefined> | undefined;
+  let created: Promise<string> | undefined;
+
+  const find = (signal?: AbortSignal): Promise<string | undefined> => {
+    if (known) return known;
+    const lookUp = (async () => {
+      const key = await fileKeyPromise;
+      const files = await drive.queryFiles(
+        `appProperties has { key = '${escapeQuery(MEMORY_PROPERTY_KEY)}' and value = '${escapeQuery(key)}' } and trashed = false`,
+        signal,
+      );
+      return files[0]?.id;
+    })();
+    known = lookUp;
+    // A failed look-up is not kept: the next call asks again.
+    lookUp.catch(() => {
+      if (known === lookUp) known = undefined;
+    });
+    return lookUp;
+  };
+
+  const ensure = async (signal?: AbortSignal): Promise<string> => {
+    const existing = await find(signal);
+    if (existing) return existing;
+    // Concurrent first uses create one spreadsheet, not one each.
+    if (created) return created;
+    const creation = (async () => {
+      const key = await fileKeyPromise;
+      const file = await drive.createFile(
+        { name: `Memory for ${graph.title?.trim() || graphId}`, mimeType: SPREADSHEET_MIME_TYPE, appProperties: { [MEMORY_PROPERTY_KEY]: key } },
+        signal,
+      );
+      known = Promise.resolve(file.id);
+      await drive.updateSpreadsheet(file.id, [{ updateSheetProperties: { properties: { sheetId: INTRO_SHEET_ID, title: INTRO_SHEET }, fields: 'title' } }], signal);
+      await drive.setSpreadsheetValues(file.id, `${INTRO_SHEET}!A1`, [[INTRO_TEXT]], signal);
+      return file.id;
+    })();
+    created = creation;
+    creation.catch(() => {
+      if (created === creation) created = undefined;
+    });
+    return creation;
+  };
+
+  const tabs = async (spreadsheetId: string, signal?: AbortSignal) => (await drive.getSpreadsheetMetadata(spreadsheetId, signal)).sheets.map((sheet) => sheet.properties);
+
+  const memoryTabs = async (signal?: AbortSignal): Promise<string[]> => {
+    const id = await find(signal);
+    if (!id) return [];
+    return (await tabs(id, signal)).filter((tab) => tab.sheetId !== INTRO_SHEET_ID && !isSystemSheetName(tab.title)).map((tab) => tab.title);
+  };
+
+  return {
+    graphId,
+    async spreadsheetId(request = {}) {
+      return request.create ? ensure(request.signal) : find(request.signal);
+    },
+    async createSheet(name, columns, signal) {
+      const id = await ensure(signal);
+      await drive.updateSpreadsheet(id, [{ addSheet: { properties: { title: name } } }], signal);
+      await drive.setSpreadsheetValues(id, `${quoteSheetName(name)}!A1`, [[...columns]], signal);
+    },
+    async readSheet(range, signal) {
+      const id = await ensure(signal);
+      return drive.getSpreadsheetValues(id, range, signal);
+    },
+    async updateSheet(range, values, signal) {
+      const id = await ensure(signal);
+      await drive.setSpreadsheetValues(id, range, values, signal);
+    },
+    async appendToSheet(range, values, signal) {
+      const id = await ensure(signal);
+      await drive.appendSpreadsheetValues(id, range, values, signal);
+    },
+    async deleteSheet(name, signal) {
+      const id = await ensure(signal);
+      const tab = (await tabs(id, signal)).find((candidate) => candidate.title === name);
+      if (!tab) throw new AgentError('NOT_FOUND', `Sheet "${name}" not found.`, { details: { field: 'name' } });
+      await drive.updateSpreadsheet(id, [{ deleteSheet: { sheetId: tab.sheetId } }], signal);
+    },
+    async ensureSystemSheet(name, columns, signal) {
+      const id = await ensure(signal);
+      if ((await tabs(id, signal)).some((tab) => tab.title === name)) return;
+      await drive.updateSpreadsheet(id, [{ addSheet: { properties: { title: name } } }], signal);
+      await drive.setSpreadsheetValues(id, `${quoteSheetName(name)}!A1`, [[...columns]], signal);
+    },
+    async getSheetMetadata(signal) {
+      const id = await find(signal);
+      if (!id) return [];
+      const names = (await tabs(id, signal)).filter((tab) => tab.sheetId !== INTRO_SHEET_ID && !isSystemSheetName(tab.title)).map((tab) => tab.title);
+      const errors: string[] = [];
+      const sheets: MemorySheet[] = [];
+      for (const name of names) {
+        try {
+          const [header = []] = await drive.getSpreadsheetValues(id, `${quoteSheetName(name)}!1:1`, signal);
+          sheets.push({ name, file_path: memoryFilePath(name), columns: header });
+        } catch (error) {
+          errors.push(`${name}: ${error instanceof Error ? error.message : String(error)}`);
+        }
+      }
+      if (errors.length > 0) throw new AgentError('UPSTREAM_ERROR', errors.join(', '));
+      return sheets;
+    },
+    listSheetNames: memoryTabs,
+    async readSheetAsText(name, signal) {
+      const id = await find(signal);
+      if (!id) return undefined;
+      let values: SheetValues;
+      try {
+        values = await drive.getSpreadsheetValues(id, `${quoteSheetName(name)}!A:ZZ`, signal);
+      } catch (error) {
+        // Sheets answers 400 "Unable to parse range" for a tab that does not exist.
+        if (isAgentError(error) && error.code === 'BAD_REQUEST') return undefined;
+        throw error;
+      }
+      return checkReadSize(JSON.stringify(values), `${quoteSheetName(name)}!A:ZZ`);
+    },
+  };
+}
+
+/** The graph's id: its URL without the `drive:/` prefix (any number of slashes). */
+export function graphIdOf(url: string): string {
+  return url.replace(/^drive:\/*/, '');
+}
+
+/**
+ * The `appProperties` value that marks a graph's memory spreadsheet: `"sheet" + id + id`, the
+ * key every client of the protocol uses. Drive keeps at most 124 bytes per property, so a graph
+ * id too long for that is replaced by its SHA-256 (hex) in the key.
+ */
+export async function memoryFileKey(graphUrl: string): Promise<string> {
+  const graphId = graphIdOf(graphUrl);
+  const key = `sheet${graphId}${graphId}`;
+  const encoder = new TextEncoder();
+  if (encoder.encode(MEMORY_PROPERTY_KEY).byteLength + encoder.encode(key).byteLength <= MAX_PROPERTY_BYTES) return key;
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', encoder.encode(graphId)));
+  return `sheet-sha256-${Array.from(digest, (byte) => byte.toString(16).padStart(2, '0')).join('')}`;
+}
+
+/** The sheet an A1 range names: `'My Sheet'!A1` → `My Sheet`, `Scores!A1` → `Scores`; `undefined` without `!`. */
+export function parseSheetName(range: string): string | undefined {
+  const bang = range.lastIndexOf('!');
+  if (bang < 0) return undefined;
+  const name = range.slice(0, bang);
+  if (name.length >= 2 && name.startsWith("'") && name.endsWith("'")) return name.slice(1, -1).replace(/''/g, "'");
+  return name;
+}
+
+/** Whether a sheet is kept by the runtime (its name starts with `__`), not by the agent. */
+export function isSystemSheetName(name: string): boolean {
+  return name.startsWith('__');
+}
+
+/** A sheet name as A1 notation needs it: quoted (quotes doubled) unless it is a plain word. */
+export function quoteSheetName(name: string): string {
+  return /^[A-Za-z_][A-Za-z0-9_]*$/.test(name) && !/^[A-Za-z]{1,3}\d+$/.test(name) ? name : `'${name.replace(/'/g, "''")}'`;
+}
+
+/** Where the agent reads a memory sheet: `/mnt/memory/<name, percent-encoded>`. */
+export function memoryFilePath(name: string): string {
+  return `${MEMORY_DIRECTORY}${encodeURIComponent(name)}`;
+}
+
+/** Refuses a read too large to hand to the model, naming the range. */
+export function checkReadSize(text: string, range: string): string {
+  if (text.length > MAX_READ_CHARACTERS) {
+    throw new AgentError(
+      'PAYLOAD_TOO_LARGE',
+      `The range ${range} holds ${text.length} characters, more than ${MAX_READ_CHARACTERS}; read a narrower range`,
+      { details: { field: 'range' } },
+    );
+  }
+  return text;
+}
+
+/** Drive query strings are quoted with `'`; a quote or a backslash inside is escaped with a backslash. */
+function escapeQuery(value: string): string {
+  return value.replace(/\\/g, '\\\\').replace(/'/g, "\\'");
+}
