@@ -72,4 +72,3 @@ export function createHandler(options: NodeHandlerOptions): (request: IncomingMe
     return pathname === path || pathname.startsWith(`${path}/`) ? chat(request) : agent(request);
   });
 }
-}

@@ -7,7 +7,7 @@ import { toWireEvent } from '../protocol/wire.js';
 import { resume, type RunOptions } from '../run/index.js';
 import { createMemoryEventBus, createMemorySessionLog } from '../sessions/memory-session-log.js';
 import { createSessionService, type SessionContext, type SessionEvent, type SessionService } from '../sessions/session-service.js';
-import { encodeSseComment, encodeSseEvent } from '../sse/index.js';
+import { createSseEventStream, encodeSseEvent } from '../sse/index.js';
 import { createCorsPolicy, type CorsOptions } from './cors.js';
 import { redactServerMessage } from './redact.js';
 import { createSessionsEndpoint, SESSIONS_PATH } from './sessions-endpoint.js';
@@ -302,7 +302,7 @@ export function requireJson(request: Request): void {
 }
 
 /**
- * Writes a segment's events as `data:` lines, with a keep-alive comment after each silence.
+ * Writes a segment's events as `data:` lines (batched, with one keep-alive timer per stream).
  * `onLeave` runs when the client goes away before the segment ends.
  */
 function toSseStream(
@@ -311,9 +311,6 @@ function toSseStream(
   keepAliveMs: number,
   onLeave: () => void,
 ): ReadableStream<Uint8Array> {
-  const encoder = new TextEncoder();
-  const keepAlive = encoder.encode(encodeSseComment('keep-alive'));
-  let pending: Promise<IteratorResult<SessionEvent>> | undefined;
   let finished = false;
   const leave = (): void => {
     if (finished) return;
@@ -321,34 +318,16 @@ function toSseStream(
     onLeave();
   };
   requestSignal.addEventListener('abort', leave, { once: true });
-  return new ReadableStream<Uint8Array>({
-    async pull(stream) {
-      pending ??= events.next();
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const tick = new Promise<'tick'>((resolve) => {
-        timer = setTimeout(() => resolve('tick'), keepAliveMs);
-      });
-      const next = await Promise.race([pending, tick]);
-      clearTimeout(timer);
-      if (next === 'tick') {
-        stream.enqueue(keepAlive);
-        return;
-      }
-      pending = undefined;
-      if (next.done) {
-        finished = true;
-        requestSignal.removeEventListener('abort', leave);
-        stream.close();
-        return;
-      }
-      stream.enqueue(encoder.encode(`data: ${next.value.json}\n\n`));
-    },
-    async cancel() {
+  async function* untilEnd(): AsyncGenerator<SessionEvent> {
+    try {
+      yield* events;
+    } finally {
+      // Ended (or cancelled): a late abort of the request means nothing any more.
       requestSignal.removeEventListener('abort', leave);
-      leave();
-      await events.return(undefined);
-    },
-  });
+      finished = true;
+    }
+  }
+  return createSseEventStream(untilEnd(), { encode: (event) => `data: ${event.json}\n\n`, keepAliveMs, onCancel: leave });
 }
 
 /** The body as text, refused with `PAYLOAD_TOO_LARGE` once it passes `maxBytes` (declared or streamed). */

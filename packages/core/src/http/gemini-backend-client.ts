@@ -4,7 +4,7 @@ import type { GenerateContentRequest, GenerateContentResponse } from '../protoco
 import { parseSseStream } from '../sse/index.js';
 import { PrefixCacheTable, type CachedPrefix, type PrefixCache } from './prefix-cache.js';
 import { redactDetails, redactSecrets, redactUrl, secretsOfUrl } from './redact.js';
-import { createRequestSerializer } from './request-json.js';
+import { createRequestSerializer } from '../model/request-json.js';
 
 /** Retry policy for transient failures (429, 503) before the first chunk arrives. */
 export interface RetryOptions {

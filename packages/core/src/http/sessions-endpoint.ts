@@ -2,7 +2,7 @@ import { AgentError, toAgentError } from '../errors/index.js';
 import { parseAgentRequestBody } from '../protocol/requests.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
 import type { SessionContext, SessionEvent, SessionService } from '../sessions/session-service.js';
-import { encodeSseComment, encodeSseEvent } from '../sse/index.js';
+import { createSseEventStream, encodeSseEvent } from '../sse/index.js';
 
 /** The prefix of every sessions path. */
 export const SESSIONS_PATH = '/v1beta1/sessions/';
@@ -103,50 +103,17 @@ function cursorOf(url: URL, request: Request): number {
 }
 
 function sessionStream(events: AsyncGenerator<SessionEvent>, sessionId: string, keepAliveMs: number): ReadableStream<Uint8Array> {
-  const encoder = new TextEncoder();
-  const keepAlive = encoder.encode(encodeSseComment('keep-alive'));
-  let started = false;
-  let pending: Promise<IteratorResult<SessionEvent>> | undefined;
-  return new ReadableStream<Uint8Array>({
-    async pull(stream) {
-      if (!started) {
-        started = true;
-        stream.enqueue(encoder.encode(encodeSseEvent(JSON.stringify({ sessionId }), { event: 'start' })));
-        return;
-      }
-      pending ??= events.next();
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const tick = new Promise<'tick'>((resolve) => {
-        timer = setTimeout(() => resolve('tick'), keepAliveMs);
-      });
-      let next: IteratorResult<SessionEvent> | 'tick';
-      try {
-        next = await Promise.race([pending, tick]);
-      } catch (error) {
-        const failure = toAgentError(error);
-        stream.enqueue(encoder.encode(encodeSseEvent(JSON.stringify({ error: { message: failure.message, code: failure.code } }), { event: 'event' })));
-        stream.enqueue(encoder.encode(encodeSseEvent('{}', { event: 'done' })));
-        stream.close();
-        return;
-      } finally {
-        clearTimeout(timer);
-      }
-      if (next === 'tick') {
-        stream.enqueue(keepAlive);
-        return;
-      }
-      pending = undefined;
-      if (next.done) {
-        stream.enqueue(encoder.encode(encodeSseEvent('{}', { event: 'done' })));
-        stream.close();
-        return;
-      }
-      stream.enqueue(encoder.encode(encodeSseEvent(next.value.json, { event: 'event', id: String(next.value.index) })));
-    },
-    async cancel() {
-      await events.return(undefined);
-    },
-  });
+  async function* frames(): AsyncGenerator<string> {
+    yield encodeSseEvent(JSON.stringify({ sessionId }), { event: 'start' });
+    try {
+      for await (const event of events) yield `event: event\nid: ${event.index}\ndata: ${event.json}\n\n`;
+    } catch (error) {
+      const failure = toAgentError(error);
+      yield encodeSseEvent(JSON.stringify({ error: { message: failure.message, code: failure.code } }), { event: 'event' });
+    }
+    yield encodeSseEvent('{}', { event: 'done' });
+  }
+  return createSseEventStream(frames(), { encode: (frame) => frame, keepAliveMs });
 }
 
 function allow(request: Request, method: string, url: URL): void {

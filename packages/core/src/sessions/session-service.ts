@@ -5,7 +5,9 @@ import { isSuspendEvent } from '../protocol/events.js';
 import type { StartRequest } from '../protocol/requests.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
 import type { RunEvent } from '../protocol/run-events.js';
+import type { GenerateContentRequest } from '../protocol/gemini.js';
 import { toWireEvent } from '../protocol/wire.js';
+import { createRequestSerializer } from '../model/request-json.js';
 import { resumeClaimed } from '../run/resume.js';
 import type { RunOptions } from '../run/run-options.js';
 import { run } from '../run/start.js';
@@ -123,6 +125,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
         if (info?.status === 'cancelled') segment.controller.abort(new AgentError('ABORTED', 'Session was cancelled'));
       }, () => undefined);
     }, cancelCheckMs);
+    const serializeRequest = createRequestSerializer();
     let final: { status: SessionStatus; interactionId?: string } | undefined;
     let sawError = false;
     let lastInteraction: string | undefined;
@@ -134,7 +137,11 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
           superseded = true;
           continue;
         }
-        const json = JSON.stringify(toWireEvent(event));
+        // A request carries the whole history: each of its contents is serialised once per segment.
+        const json =
+          event.type === 'sendRequest'
+            ? `{"sendRequest":{"model":${JSON.stringify(event.model)},"body":${serializeRequest(event.body as GenerateContentRequest)}}}`
+            : JSON.stringify(toWireEvent(event));
         if (isSuspendEvent(event)) {
           // The status changes before anyone can see the event, so an immediate resume is accepted.
           lastInteraction = event.interactionId;
