@@ -46,6 +46,9 @@ export type SessionRefusal = AgentError;
 
 const BATCH = 500;
 
+/** Events a segment writes to the log in one append at most. */
+const JOURNAL_BATCH = 256;
+
 /** The channel of a session on the bus. */
 const channelOf = (sessionId: string) => `session:${sessionId}`;
 
@@ -112,6 +115,61 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
     });
   };
 
+  /**
+   * Appends a segment's events to the log and announces them, in batches: events that arrive
+   * together go to the log in one append and to the bus in one message. Local readers get each
+   * event at once, numbered here: while a segment runs, its instance is the log's only writer.
+   */
+  const createEventJournal = (sessionId: string, channel: string, segment: LocalSegment) => {
+    let nextIndex = 0;
+    let pending: string[] = [];
+    let lastAnnounced = -1;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let chain: Promise<void> = Promise.resolve();
+    let failure: unknown;
+    const write = async (): Promise<void> => {
+      if (pending.length === 0) return;
+      const batch = pending;
+      pending = [];
+      const first = await log.append(sessionId, batch);
+      const last = first + batch.length - 1;
+      if (last > lastAnnounced) {
+        lastAnnounced = last;
+        await bus.publish(channel, `e:${last}`).catch(() => undefined);
+      }
+    };
+    const schedule = (): Promise<void> => {
+      if (timer !== undefined) clearTimeout(timer);
+      timer = undefined;
+      chain = chain.then(write).catch((error: unknown) => {
+        failure ??= error;
+      });
+      return chain;
+    };
+    return {
+      async start() {
+        nextIndex = (await log.get(sessionId))?.eventCount ?? 0;
+      },
+      add(json: string) {
+        const index = nextIndex;
+        nextIndex += 1;
+        pending.push(json);
+        for (const reader of segment.readers) reader({ index, json });
+        // A burst goes out together on the next turn of the event loop; a long one in slices.
+        if (pending.length >= JOURNAL_BATCH) void schedule();
+        else timer ??= setTimeout(() => void schedule(), 0);
+      },
+      async flush() {
+        await schedule();
+        if (failure !== undefined) {
+          const error = failure;
+          failure = undefined;
+          throw error;
+        }
+      },
+    };
+  };
+
   const runSegment = async (sessionId: string, segment: LocalSegment, events: AsyncGenerator<RunEvent>, context: SessionContext) => {
     const channel = channelOf(sessionId);
     const subscription = await bus
@@ -126,11 +184,13 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       }, () => undefined);
     }, cancelCheckMs);
     const serializeRequest = createRequestSerializer();
+    const journal = createEventJournal(sessionId, channel, segment);
     let final: { status: SessionStatus; interactionId?: string } | undefined;
     let sawError = false;
     let lastInteraction: string | undefined;
     let superseded = false;
     try {
+      await journal.start();
       for await (const event of events) {
         if (event.type === 'error' && event.code === 'CONFLICT') {
           // Another instance took the run over after this one stalled past its lease: it writes from now on.
@@ -145,6 +205,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
         if (isSuspendEvent(event)) {
           // The status changes before anyone can see the event, so an immediate resume is accepted.
           lastInteraction = event.interactionId;
+          await journal.flush();
           await log.update(sessionId, { status: 'suspended', interactionId: event.interactionId }, ['running']);
           final = { status: 'suspended', interactionId: event.interactionId };
         } else if (event.type === 'error') {
@@ -153,18 +214,15 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
         } else if (event.type === 'complete') {
           final = { status: event.result.success ? 'completed' : 'failed' };
         }
-        const index = await log.append(sessionId, [json]);
-        for (const reader of segment.readers) reader({ index, json });
-        await bus.publish(channel, `e:${index}`).catch(() => undefined);
+        journal.add(json);
       }
+      await journal.flush();
     } catch (error) {
       // The events are the run's; anything thrown here is the log or the bus failing.
       sawError = true;
       const failure = toAgentError(error);
-      const index = await log
-        .append(sessionId, [JSON.stringify({ error: { message: failure.message, code: failure.code } })])
-        .catch(() => undefined);
-      if (index !== undefined) await bus.publish(channel, `e:${index}`).catch(() => undefined);
+      journal.add(JSON.stringify({ error: { message: failure.message, code: failure.code } }));
+      await journal.flush().catch(() => undefined);
     } finally {
       clearInterval(poll);
       await subscription?.close().catch(() => undefined);
@@ -339,9 +397,15 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
               if (message.startsWith('e:')) behind ||= Number(message.slice(2)) > cursor;
               else if (message === 'end') ended = true;
             }
-            if (behind) yield* drain();
+            let stalled = false;
+            if (behind) {
+              // Events handed over ahead of the log with a gap before them: wait until the log has the gap.
+              const before = cursor;
+              yield* drain();
+              stalled = cursor === before && early.length > 0;
+            }
             if (ended || signal?.aborted) break;
-            if (early.length > 0 || inbox.length > 0) continue;
+            if ((early.length > 0 && !stalled) || inbox.length > 0) continue;
             const heard = await new Promise<boolean>((resolve) => {
               const timer = setTimeout(() => resolve(false), livenessMs);
               wake = () => {
