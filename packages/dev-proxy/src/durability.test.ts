@@ -1,0 +1,154 @@
+// Durability of runs over real HTTP: the built dev server as a process, its file store, a mock
+// Gemini and a fake Drive on loopback that the tests steer. Each test kills what it started.
+import type { ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { postRun, readEvents, resumeBody, typeOf, waitFor, type Credential, type WireEvent } from './test-support/agent-client.js';
+import { startHangingDrive, type DriveCall, type HangingDrive } from './test-support/hanging-drive.js';
+import {
+  callChunk,
+  lastFunctionResponse,
+  objectiveOf,
+  startMockGemini,
+  stopChunk,
+  thoughtOf,
+  type MockGemini,
+  type MockGeminiAnswer,
+  type MockGeminiRequest,
+} from './test-support/mock-gemini.js';
+import { startDevProcess } from './test-support.js';
+
+const TEST_TIMEOUT_MS = 120_000;
+const GEMINI_API_KEY = 'mock-gemini-key';
+
+const children: ChildProcess[] = [];
+const cleanups: Array<() => Promise<void>> = [];
+
+afterEach(async () => {
+  for (const child of children.splice(0)) {
+    if (child.exitCode !== null || child.signalCode !== null) continue;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+  }
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
+});
+
+async function storeDirectory(): Promise<string> {
+  const directory = await mkdtemp(path.join(os.tmpdir(), 'org-durability-'));
+  cleanups.push(() => rm(directory, { recursive: true, force: true }));
+  return directory;
+}
+
+async function mockGemini(answer: (request: MockGeminiRequest) => MockGeminiAnswer | Promise<MockGeminiAnswer>): Promise<MockGemini> {
+  const mock = await startMockGemini(answer);
+  cleanups.push(() => mock.close());
+  return mock;
+}
+
+/** Starts `dist/cli.js` against the mock model and the store; resolves with its URL and process. */
+async function startServer(mock: MockGemini, store: string, env: Record<string, string> = {}): Promise<{ url: string; child: ChildProcess }> {
+  const { url } = await startDevProcess({ GEMINI_API_KEY, GEMINI_BASE_URL: mock.baseUrl, INTERACTION_STORE_DIR: store, ...env }, children);
+  return { url, child: children.at(-1) as ChildProcess };
+}
+
+const startBody = (objective: string, extra: Record<string, unknown> = {}) => ({ start: { segments: [{ textSegment: { text: objective } }], ...extra } });
+
+/** A turn with one function call (signed), then the closing chunk. */
+const call = (name: string, args: Parameters<typeof callChunk>[1]): MockGeminiAnswer => ({ kind: 'chunks', chunks: [callChunk(name, args), stopChunk()] });
+
+const askName: MockGeminiAnswer = {
+  kind: 'chunks',
+  chunks: [thoughtOf('I need their name first.'), callChunk('chat_request_user_input', { user_message: 'What is your name?', input_type: 'text' }), stopChunk()],
+};
+
+/** The text of the final result of a stream that completed. */
+function outcomeText(events: WireEvent[]): string {
+  const result = events.at(-1)?.complete?.result as { success?: boolean; outcomes?: { parts?: Array<{ text?: string }> } } | undefined;
+  return (result?.outcomes?.parts ?? []).map((part) => part.text ?? '').join('');
+}
+
+/** The function responses the model saw in a request, in history order. */
+function responsesSeen(request: MockGeminiRequest): Array<{ name: string; response: Record<string, unknown> }> {
+  return (request.body.contents ?? []).flatMap((content) =>
+    (content.parts ?? []).flatMap((part) => (part.functionResponse ? [part.functionResponse as { name: string; response: Record<string, unknown> }] : [])),
+  );
+}
+
+/**
+ * Resumes `interactionId` until it is not refused with `CONFLICT` (the run is still held: by the
+ * segment that is stopping, or by a dead server's lease that has not run out yet).
+ */
+async function resumeWhenFree(url: string, interactionId: string, credential: Credential, answer?: string): Promise<{ events: WireEvent[]; conflicts: number }> {
+  let conflicts = 0;
+  const events = await waitFor(
+    `interaction ${interactionId} to be resumable`,
+    async () => {
+      const events = await readEvents(await postRun(url, resumeBody(interactionId, answer), credential));
+      if (events.length === 1 && events[0]?.error?.code === 'CONFLICT') {
+        conflicts += 1;
+        return undefined;
+      }
+      return events;
+    },
+    90_000,
+    200,
+  );
+  return { events, conflicts };
+}
+
+describe('durability over HTTP: the dev server process, its file store, a mock Gemini on loopback', () => {
+  it(
+    'a client that leaves a resumed segment while the model streams: the same interaction id resumes, with the answer given once',
+    async () => {
+      const owner: Credential = { bearer: 'owner-token-leave' };
+      let holdResumedTurn = true;
+      const mock = await mockGemini((request) => {
+        const answered = lastFunctionResponse(request);
+        if (!answered) return askName;
+        if (holdResumedTurn) {
+          holdResumedTurn = false;
+          return { kind: 'hang', headers: true };
+        }
+        return call('system_objective_fulfilled', { objective_outcome: `Hello, ${String(answered.response.user_input)}!` });
+      });
+      const server = await startServer(mock, await storeDirectory());
+
+      const started = await readEvents(await postRun(server.url, startBody('Ask me my name, then greet me by name.'), owner));
+      const interactionId = started.at(-1)?.waitForInput?.interactionId as string;
+      expect(interactionId).toEqual(expect.any(String));
+
+      // Resume with the answer; leave while the model holds its answer open.
+      const leaving = new AbortController();
+      const firstResume = await postRun(server.url, resumeBody(interactionId, 'Ada'), owner, leaving.signal);
+      expect(firstResume.status).toBe(200);
+      const seenBeforeLeaving: string[] = [];
+      const reading = readEvents(firstResume, (event) => seenBeforeLeaving.push(typeOf(event) as string)).then(
+        () => 'ended',
+        () => 'aborted',
+      );
+      await waitFor('the resumed segment to ask the model', () => mock.requests.length === 2 && mock.openCount() === 1);
+      leaving.abort();
+      expect(await reading).toBe('aborted');
+      expect(seenBeforeLeaving).not.toContain('complete');
+      // The server stops the model request of the segment its client left.
+      await waitFor('the server to close the model request', () => mock.requests[1]?.closedEarly);
+
+      // The same id again, with another answer: the one already applied is kept, this one ignored.
+      const { events: resumed } = await resumeWhenFree(server.url, interactionId, owner, 'Bob');
+      expect(resumed.at(-1)).toMatchObject({ complete: { result: { success: true } } });
+      expect(outcomeText(resumed)).toBe('Hello, Ada!');
+
+      expect(mock.requests).toHaveLength(3);
+      const [, cutShort, again] = mock.requests as [MockGeminiRequest, MockGeminiRequest, MockGeminiRequest];
+      // The turn that was cut short is asked again with the very same history.
+      expect(again.body.contents).toEqual(cutShort.body.contents);
+      expect(responsesSeen(again)).toEqual([{ name: 'chat_request_user_input', response: { user_input: 'Ada' } }]);
+      expect(JSON.stringify(mock.requests.map((request) => request.body))).not.toContain('Bob');
+      expect(mock.requests.every((request) => request.headers['x-goog-api-key'] === GEMINI_API_KEY)).toBe(true);
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
