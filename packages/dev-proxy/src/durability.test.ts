@@ -151,4 +151,84 @@ describe('durability over HTTP: the dev server process, its file store, a mock G
     },
     TEST_TIMEOUT_MS,
   );
+
+  it(
+    'a server killed (SIGKILL) during a side-effecting call of a later turn: a new server resumes the same id from the last checkpoint, without running the call again',
+    async () => {
+      const token = 'ya29.durability-owner';
+      const owner: Credential = { bodyToken: token };
+      const drive = await startHangingDrive(token);
+      cleanups.push(() => drive.close());
+      const objective = 'Ask which team I support, note it, and keep a Scores sheet for it.';
+      const mock = await mockGemini((request) => {
+        const answered = lastFunctionResponse(request);
+        if (!answered) return { kind: 'chunks', chunks: [callChunk('chat_request_user_input', { user_message: 'Which team do you support?', input_type: 'text' }), stopChunk()] };
+        if (answered.name === 'chat_request_user_input') return call('system_write_file', { file_name: 'team.md', content: String(answered.response.user_input) });
+        if (answered.name === 'system_write_file') return call('memory_create_sheet', { name: 'Scores', columns: ['team', 'score'], status_update: 'Creating the Scores sheet' });
+        return call('system_objective_fulfilled', { objective_outcome: 'Your team: <file src="/mnt/team.md" />' });
+      });
+      const store = await storeDirectory();
+      const env = { GOOGLE_API_BASE_URL: drive.url, INTERACTION_LEASE_MS: '1500' };
+      const first = await startServer(mock, store, env);
+      const start = {
+        start: {
+          segments: [{ textSegment: { text: objective } }, { toolSegment: { path: 'function-group/use-memory', title: 'Use Memory' } }],
+          graph: { url: 'drive:/durability-graph', title: 'Team keeper' },
+        },
+      };
+      const started = await readEvents(await postRun(first.url, start, owner));
+      const interactionId = started.at(-1)?.waitForInput?.interactionId as string;
+      expect(interactionId).toEqual(expect.any(String));
+
+      // Resume; the sheet's creation takes effect in Drive, and its answer never comes back.
+      const isScoresSheet = (candidate: DriveCall) =>
+        candidate.method === 'POST' && candidate.path.endsWith(':batchUpdate') && JSON.stringify(candidate.body).includes('"title":"Scores"');
+      const hung = drive.hangNext(isScoresSheet);
+      const beforeCrash: WireEvent[] = [];
+      const resuming = postRun(first.url, resumeBody(interactionId, 'Hawks'), owner)
+        .then((response) => readEvents(response, (event) => beforeCrash.push(event)))
+        .catch(() => 'connection lost');
+      await hung;
+      const exited = new Promise((resolve) => first.child.once('exit', (_code, signal) => resolve(signal)));
+      first.child.kill('SIGKILL');
+      expect(await exited).toBe('SIGKILL');
+      expect(await resuming).toBe('connection lost');
+      const requestsBeforeCrash = mock.requests.length;
+      expect(requestsBeforeCrash).toBe(3);
+      expect(beforeCrash.filter((event) => typeOf(event) === 'functionCall').map((event) => event.functionCall?.name)).toEqual([
+        'system_write_file',
+        'memory_create_sheet',
+      ]);
+
+      // A new server on the same store: the id is refused while the dead server's lease lasts, then resumes.
+      const second = await startServer(mock, store, env);
+      const { events: resumed } = await resumeWhenFree(second.url, interactionId, owner);
+      expect(resumed.at(-1)).toMatchObject({ complete: { result: { success: true } } });
+      expect(outcomeText(resumed)).toContain('Hawks');
+      // The call in flight is reported as interrupted, not run again.
+      const interrupted = resumed.find((event) => typeOf(event) === 'functionResult')?.functionResult?.content as
+        | { parts: Array<{ functionResponse: { name: string; response: { error?: string } } }> }
+        | undefined;
+      expect(interrupted?.parts[0]?.functionResponse.name).toBe('memory_create_sheet');
+      expect(interrupted?.parts[0]?.functionResponse.response.error).toMatch(/was running when the run stopped and was not run again/);
+
+      // The model was asked each turn once: none before the crash point again, one more after it.
+      expect(mock.requests.map((request) => request.body.contents?.length)).toEqual([1, 3, 5, 7]);
+      expect(mock.requests.every((request) => objectiveOf(request).includes(objective))).toBe(true);
+      const [, , beforeCall, afterCrash] = mock.requests as [MockGeminiRequest, MockGeminiRequest, MockGeminiRequest, MockGeminiRequest];
+      expect(afterCrash.body.contents?.slice(0, 5)).toEqual(beforeCall.body.contents);
+      // The recovered history keeps the model's signed call as it came.
+      const recoveredCall = afterCrash.body.contents?.[5]?.parts?.find((part) => part.functionCall);
+      expect(recoveredCall?.functionCall?.name).toBe('memory_create_sheet');
+      expect(recoveredCall?.thoughtSignature).toEqual(expect.any(String));
+      expect(responsesSeen(afterCrash).map((response) => response.name)).toEqual(['chat_request_user_input', 'system_write_file', 'memory_create_sheet']);
+
+      // Drive: the sheet was created by exactly one request, the one the crash cut off.
+      expect(drive.calls.filter(isScoresSheet)).toHaveLength(1);
+      const spreadsheet = drive.fake.files().find((file) => file.mimeType === 'application/vnd.google-apps.spreadsheet');
+      expect(drive.fake.sheets(spreadsheet?.id as string)?.filter((sheet) => sheet.title === 'Scores')).toHaveLength(1);
+      expect(JSON.stringify([started, beforeCrash, resumed])).not.toContain(token);
+    },
+    TEST_TIMEOUT_MS,
+  );
 });
