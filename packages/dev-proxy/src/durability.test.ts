@@ -231,4 +231,121 @@ describe('durability over HTTP: the dev server process, its file store, a mock G
     },
     TEST_TIMEOUT_MS,
   );
+
+  it(
+    'a model whose stream breaks mid-line on every attempt: the client gets a coded error with the interaction id, which resumes once the model recovers',
+    async () => {
+      const owner: Credential = { bearer: 'owner-token-cut' };
+      let broken = true;
+      const mock = await mockGemini(() =>
+        broken
+          ? { kind: 'cut', chunks: [thoughtOf('Working on it.')], cut: callChunk('system_objective_fulfilled', { objective_outcome: 'never seen' }) }
+          : call('system_objective_fulfilled', { objective_outcome: 'Recovered and done.' }),
+      );
+      const server = await startServer(mock, await storeDirectory());
+      const failed = await readEvents(await postRun(server.url, startBody('Say that you are done.'), owner));
+      const error = failed.at(-1)?.error as { code?: string; message?: string; interactionId?: string } | undefined;
+      expect(error?.code).toBe('MODEL_UNAVAILABLE');
+      expect(error?.interactionId).toEqual(expect.any(String));
+      // Every attempt was cut, and the loop tried more than once before it gave up.
+      const attempts = mock.requests.length;
+      expect(attempts).toBeGreaterThan(1);
+      expect(mock.requests.every((request) => request.closedEarly && !request.finished)).toBe(true);
+      expect(failed.filter((event) => typeOf(event) === 'functionCall')).toEqual([]);
+      expect(failed.filter((event) => typeOf(event) === 'complete')).toEqual([]);
+
+      broken = false;
+      const { events: resumed } = await resumeWhenFree(server.url, error?.interactionId as string, owner);
+      expect(resumed.at(-1)).toMatchObject({ complete: { result: { success: true } } });
+      expect(outcomeText(resumed)).toBe('Recovered and done.');
+      // The same turn was asked again, with the same history: nothing of the broken answers kept.
+      expect(mock.requests).toHaveLength(attempts + 1);
+      expect(new Set(mock.requests.map((request) => JSON.stringify(request.body.contents))).size).toBe(1);
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'a hundred concurrent resumes of one id with other tokens and the owner\'s: the others are FORBIDDEN, the owner\'s completes, the model is asked once',
+    async () => {
+      const ownerToken = 'owner-token-crowd';
+      let releaseModel: () => void = () => undefined;
+      const modelReleased = new Promise<void>((resolve) => (releaseModel = resolve));
+      const mock = await mockGemini(async (request) => {
+        const answered = lastFunctionResponse(request);
+        if (!answered) return askName;
+        await modelReleased;
+        return call('system_objective_fulfilled', { objective_outcome: `Hello, ${String(answered.response.user_input)}!` });
+      });
+      const server = await startServer(mock, await storeDirectory());
+      const started = await readEvents(await postRun(server.url, startBody('Ask me my name, then greet me by name.'), { bodyToken: ownerToken }));
+      const interactionId = started.at(-1)?.waitForInput?.interactionId as string;
+      expect(interactionId).toEqual(expect.any(String));
+
+      // 100 intruders (half with a bearer header, half with a body token) and the owner, all at once.
+      const intruders: Credential[] = Array.from({ length: 100 }, (_, index) =>
+        index % 2 === 0 ? { bearer: `intruder-${index}` } : { bodyToken: `intruder-${index}` },
+      );
+      const ownerAt = 37;
+      const credentials = [...intruders.slice(0, ownerAt), { bearer: ownerToken }, ...intruders.slice(ownerAt)];
+      const answers = credentials.map((credential) =>
+        postRun(server.url, resumeBody(interactionId, credential && 'bearer' in credential && credential.bearer === ownerToken ? 'Ada' : 'Mallory'), credential),
+      );
+      const ownerResponse = answers.splice(ownerAt, 1)[0] as Promise<Response>;
+      // The owner's segment holds the model until every intruder has its answer.
+      const refused = await Promise.all(answers.map(async (answer) => {
+        const response = await answer;
+        return { status: response.status, events: await readEvents(response) };
+      }));
+      releaseModel();
+      const owned = await readEvents(await ownerResponse);
+
+      expect(refused).toHaveLength(100);
+      for (const { status, events } of refused) {
+        expect(status).toBe(200);
+        expect(events).toEqual([{ error: { code: 'FORBIDDEN', message: expect.stringContaining('belongs to another user') } }]);
+      }
+      expect(owned.at(-1)).toMatchObject({ complete: { result: { success: true } } });
+      expect(outcomeText(owned)).toBe('Hello, Ada!');
+      const resumedTurns = mock.requests.filter((request) => lastFunctionResponse(request)?.name === 'chat_request_user_input');
+      expect(resumedTurns).toHaveLength(1);
+      expect(mock.requests).toHaveLength(2);
+      expect(JSON.stringify(mock.requests.map((request) => request.body))).not.toContain('Mallory');
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'two hundred runs whose model streams hang: a fresh run still completes',
+    async () => {
+      const hanging = 'Wait for an answer that never comes.';
+      const mock = await mockGemini((request) =>
+        objectiveOf(request).includes(hanging)
+          ? { kind: 'hang', headers: request.index % 2 === 0 }
+          : call('system_objective_fulfilled', { objective_outcome: 'Fresh and done.' }),
+      );
+      const server = await startServer(mock, await storeDirectory());
+      const stuck = Array.from({ length: 200 }, () => new AbortController());
+      cleanups.push(async () => stuck.forEach((controller) => controller.abort()));
+      const stuckEvents: WireEvent[][] = stuck.map(() => []);
+      const stuckStreams = stuck.map((controller, index) =>
+        postRun(server.url, startBody(`${hanging} (#${index})`), { bearer: `hanging-${index}` }, controller.signal)
+          .then((response) => readEvents(response, (event) => stuckEvents[index]?.push(event)))
+          .catch(() => 'aborted'),
+      );
+      await waitFor('200 model streams held open', () => mock.openCount() === 200, 90_000, 100);
+
+      const fresh = await readEvents(await postRun(server.url, startBody('Say that you are done.'), { bearer: 'fresh' }));
+      expect(fresh.at(-1)).toMatchObject({ complete: { result: { success: true } } });
+      expect(outcomeText(fresh)).toBe('Fresh and done.');
+      // The hung runs are still waiting on their model: none failed, none was answered.
+      expect(mock.openCount()).toBe(200);
+      expect(stuckEvents.every((events) => events.every((event) => typeOf(event) !== 'error' && typeOf(event) !== 'complete'))).toBe(true);
+      expect(stuckEvents.every((events) => events.some((event) => typeOf(event) === 'sendRequest'))).toBe(true);
+
+      stuck.forEach((controller) => controller.abort());
+      expect(new Set(await Promise.all(stuckStreams))).toEqual(new Set(['aborted']));
+    },
+    TEST_TIMEOUT_MS,
+  );
 });
