@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { postRun, readEvents, resumeBody, typeOf, waitFor, type Credential, type WireEvent } from './test-support/agent-client.js';
-import { startHangingDrive, type DriveCall, type HangingDrive } from './test-support/hanging-drive.js';
+import { startHangingDrive, type DriveCall } from './test-support/hanging-drive.js';
 import {
   callChunk,
   lastFunctionResponse,
@@ -54,7 +54,7 @@ async function startServer(mock: MockGemini, store: string, env: Record<string, 
   return { url, child: children.at(-1) as ChildProcess };
 }
 
-const startBody = (objective: string, extra: Record<string, unknown> = {}) => ({ start: { segments: [{ textSegment: { text: objective } }], ...extra } });
+const startBody = (objective: string) => ({ start: { segments: [{ textSegment: { text: objective } }] } });
 
 /** A turn with one function call (signed), then the closing chunk. */
 const call = (name: string, args: Parameters<typeof callChunk>[1]): MockGeminiAnswer => ({ kind: 'chunks', chunks: [callChunk(name, args), stopChunk()] });
@@ -81,22 +81,16 @@ function responsesSeen(request: MockGeminiRequest): Array<{ name: string; respon
  * Resumes `interactionId` until it is not refused with `CONFLICT` (the run is still held: by the
  * segment that is stopping, or by a dead server's lease that has not run out yet).
  */
-async function resumeWhenFree(url: string, interactionId: string, credential: Credential, answer?: string): Promise<{ events: WireEvent[]; conflicts: number }> {
-  let conflicts = 0;
-  const events = await waitFor(
+function resumeWhenFree(url: string, interactionId: string, credential: Credential, answer?: string): Promise<WireEvent[]> {
+  return waitFor(
     `interaction ${interactionId} to be resumable`,
     async () => {
       const events = await readEvents(await postRun(url, resumeBody(interactionId, answer), credential));
-      if (events.length === 1 && events[0]?.error?.code === 'CONFLICT') {
-        conflicts += 1;
-        return undefined;
-      }
-      return events;
+      return events.length === 1 && events[0]?.error?.code === 'CONFLICT' ? undefined : events;
     },
     90_000,
     200,
   );
-  return { events, conflicts };
 }
 
 describe('durability over HTTP: the dev server process, its file store, a mock Gemini on loopback', () => {
@@ -137,7 +131,7 @@ describe('durability over HTTP: the dev server process, its file store, a mock G
       await waitFor('the server to close the model request', () => mock.requests[1]?.closedEarly);
 
       // The same id again, with another answer: the one already applied is kept, this one ignored.
-      const { events: resumed } = await resumeWhenFree(server.url, interactionId, owner, 'Bob');
+      const resumed = await resumeWhenFree(server.url, interactionId, owner, 'Bob');
       expect(resumed.at(-1)).toMatchObject({ complete: { result: { success: true } } });
       expect(outcomeText(resumed)).toBe('Hello, Ada!');
 
@@ -202,7 +196,7 @@ describe('durability over HTTP: the dev server process, its file store, a mock G
 
       // A new server on the same store: the id is refused while the dead server's lease lasts, then resumes.
       const second = await startServer(mock, store, env);
-      const { events: resumed } = await resumeWhenFree(second.url, interactionId, owner);
+      const resumed = await resumeWhenFree(second.url, interactionId, owner);
       expect(resumed.at(-1)).toMatchObject({ complete: { result: { success: true } } });
       expect(outcomeText(resumed)).toContain('Hawks');
       // The call in flight is reported as interrupted, not run again.
@@ -255,7 +249,7 @@ describe('durability over HTTP: the dev server process, its file store, a mock G
       expect(failed.filter((event) => typeOf(event) === 'complete')).toEqual([]);
 
       broken = false;
-      const { events: resumed } = await resumeWhenFree(server.url, error?.interactionId as string, owner);
+      const resumed = await resumeWhenFree(server.url, error?.interactionId as string, owner);
       expect(resumed.at(-1)).toMatchObject({ complete: { result: { success: true } } });
       expect(outcomeText(resumed)).toBe('Recovered and done.');
       // The same turn was asked again, with the same history: nothing of the broken answers kept.
