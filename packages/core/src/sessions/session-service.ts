@@ -267,10 +267,16 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
     launch(sessionId, controller, resumeClaimed(claim, response, context.ports, runOptions), context);
   };
 
-  /** Takes over a running session whose instance died (its lease ran out); `true` when this instance now runs it. */
-  const pickUp = async (sessionId: string, found: SessionInfo): Promise<boolean> => {
-    if (!options.pickUpContext || found.status !== 'running' || local.has(sessionId)) return false;
-    const context = await options.pickUpContext();
+  /**
+   * Takes over a running session whose instance died (its lease ran out); `true` when this instance
+   * now runs it. With `caller` (its owner asked to resume it) the segment runs with the caller's
+   * ports, token included, and answer, as any resume does (the answer counts only if the dead
+   * instance had not recorded one yet); without, with the pick-up context and no answer.
+   */
+  const pickUp = async (sessionId: string, found: SessionInfo, caller?: { context: SessionContext; response: ResumeResponse }): Promise<boolean> => {
+    if (found.status !== 'running' || local.has(sessionId)) return false;
+    if (!caller && !options.pickUpContext) return false;
+    const context = caller?.context ?? (await (options.pickUpContext as () => SessionContext | Promise<SessionContext>)());
     const claimContext: SessionContext = found.owner === undefined ? context : { ...context, owner: found.owner };
     let claim: InteractionClaim;
     try {
@@ -278,7 +284,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
     } catch {
       return false;
     }
-    continueOn(sessionId, claim, {}, claimContext);
+    continueOn(sessionId, claim, caller?.response ?? {}, claimContext);
     return true;
   };
 
@@ -303,7 +309,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
         throw new AgentError('FORBIDDEN', `Session ${sessionId} belongs to another user`);
       }
       if (found.status === 'running') {
-        if (await pickUp(sessionId, found)) return;
+        if (await pickUp(sessionId, found, { context, response })) return;
         throw new AgentError('CONFLICT', `Session not in suspended status (current: ${found.status})`);
       }
       if (found.status !== 'suspended' && found.status !== 'paused') {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createSessionsEndpoint } from '../http/sessions-endpoint.js';
+import { claimInteraction } from '../interactions/index.js';
 import type { AgentPorts, EventBus, SessionLog } from '../ports/index.js';
 import { parseSseStream } from '../sse/index.js';
 import {
@@ -103,6 +104,42 @@ describe('sessions', () => {
     // Finished: cancel is a conflict, resume too.
     expect((await handle(post(`${sessionId}:cancel`, {}))).status).toBe(409);
     expect((await handle(post(`${sessionId}:resume`, { input: { parts: [{ text: 'again' }] } }, 'tok'))).status).toBe(409);
+  });
+
+  it("resumes a session whose instance died with its owner's ports and answer, not the pick-up context's", async () => {
+    const store = createMemoryInteractionStore();
+    const log = createMemorySessionLog();
+    const bus = createMemoryEventBus();
+    const callerBackend = greeter();
+    const pickUpBackend = greeter();
+    const { handle } = instance({ log, bus, ports: { backend: callerBackend, store } });
+    const created = await handle(post('new', { segments: [{ textSegment: { text: 'Greet me' } }] }, 'tok'));
+    const { sessionId } = (await created.json()) as { sessionId: string };
+    await readStream(await handle(new Request(`${BASE}${sessionId}?alt=sse`)));
+    const suspended = (await log.get(sessionId)) as { interactionId: string };
+
+    // An instance took the resume and died at once: the record is claimed (its lease ran out), the
+    // session is running, and no answer was recorded.
+    const dead = await claimInteraction(store, suspended.interactionId, { owner: 'owner:tok', leaseMs: 1_000, now: () => Date.now() - 60_000 });
+    expect(dead.status).toBe('claimed');
+    expect(await log.update(sessionId, { status: 'running' }, ['suspended'])).toBe(true);
+
+    // Another instance, whose pick-up context has other ports, gets the owner's resume.
+    const service = createSessionService({ log, bus, pickUpContext: () => ({ ports: { backend: pickUpBackend, store } }) });
+    const endpoint = createSessionsEndpoint({
+      service,
+      contextFor: async (_request, token) => ({ ports: { backend: callerBackend, store }, ...(token ? { owner: `owner:${token}` } : {}) }),
+      readJson: async (request) => JSON.parse(await request.text()) as unknown,
+      keepAliveMs: 15_000,
+    });
+    const other = async (request: Request) => (await endpoint(request, new URL(request.url))) as Response;
+    expect((await other(post(`${sessionId}:resume`, { input: { parts: [{ text: 'Mallory' }] } }, 'other'))).status).toBe(403);
+    const resumed = await other(post(`${sessionId}:resume`, { input: { role: 'user', parts: [{ text: 'Ada' }] } }, 'tok'));
+    expect(await resumed.json()).toEqual({ ok: true });
+    const rest = await readStream(await other(new Request(`${BASE}${sessionId}?alt=sse`)));
+    expect(JSON.parse(rest.events.at(-1)!.data).complete.result.outcomes.parts[0].text).toBe('Hello Ada');
+    expect(pickUpBackend.requests).toHaveLength(0);
+    expect(callerBackend.requests).toHaveLength(2);
   });
 
   it('answers 404 for an unknown session on every endpoint', async () => {
