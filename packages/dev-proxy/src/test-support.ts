@@ -24,3 +24,8 @@ export function startDevProcess(env: Record<string, string>, children: ChildProc
     child.on('exit', (code) => reject(new Error(`dev server exited with ${code}: ${output}`)));
   });
 }
+
+// Throwaway Redis and PostgreSQL servers on free loopback ports, the same helpers the store tests
+// of adapter-node use (not part of any package's exports).
+export { startRedisServer, type TestRedisServer } from '../../adapter-node/src/test-support/start-redis-server.js';
+export { startPostgresServer, type TestPostgresServer } from '../../adapter-node/src/test-support/start-postgres-server.js';

@@ -42,6 +42,7 @@ function readConfig() {
     model: process.env.MODEL || 'gemini-2.5-flash',
     quick,
     timeoutSeconds: integer('TIMEOUT_S', 300, 1),
+    sessions: integer('BENCH_SESSIONS', quick ? 100 : 1000, 1),
   };
 }
 
@@ -111,7 +112,7 @@ async function main() {
         const sample = await measure(spec, rep, context);
         samples.push(sample);
         progress(
-          `  rep ${rep} ${spec.id.padEnd(40)} cpu/run ${short(sample.cpuPerRunMs)} ms  start-up ${short(sample.startupCpuMs)} ms  rss ${short(sample.peakRssMb)} MB${sample.problems.length > 0 ? `  PROBLEM ${sample.problems.join('; ')}` : ''}`,
+          `  rep ${rep} ${spec.id.padEnd(40)} cpu/run ${short(sample.cpuPerRunMs)} ms  start-up ${short(sample.startupCpuMs)} ms  rss ${short(sample.peakRssMb)} MB${sample.problems.length > 0 ? `  PROBLEM ${sample.problems.join('; ')}` : ''}${sample.skipped ? `  skipped: ${sample.skipped}` : ''}`,
         );
       }
     }

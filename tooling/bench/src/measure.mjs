@@ -10,7 +10,7 @@ import { expectedAnswer } from './mock/scenario.mjs';
 import { killGroup, listeningUrl, startNode } from './processes.mjs';
 
 /**
- * @typedef {'floor' | 'ours' | 'ours-server' | 'sse-server' | 'resume'} ContenderName
+ * @typedef {'floor' | 'ours' | 'ours-server' | 'sse-server' | 'resume' | 'shared-sessions'} ContenderName
  * @typedef {'mock' | 'in-process' | 'http'} BackendKind
  */
 
@@ -42,6 +42,7 @@ import { killGroup, listeningUrl, startNode } from './processes.mjs';
  * @property {Sample | undefined} client for `http`: the client process's own figures
  * @property {Record<string, number>} figures figures of their own that some contenders report, and what the mock saw
  * @property {string[]} problems why the sample cannot be trusted (empty when it can)
+ * @property {string} [skipped] why the measurement did not run (something it needs is missing here)
  */
 
 /**
@@ -115,6 +116,22 @@ export async function measure(spec, rep, context) {
       const expected = `${result?.figures?.resumes ?? '?'} resumes`;
       if (started.stdout().trim() !== expected || !(result?.figures?.resumes > 0)) problems.push(`unexpected answer: ${JSON.stringify(started.stdout().trim().slice(0, 80))}`);
       return { ...toSample(spec, rep, undefined, []), problems, figures: result?.figures ?? {} };
+    }
+    if (spec.contender === 'shared-sessions') {
+      const started = startNode('contenders/shared-sessions.mjs', { ...env, BENCH_RESULT: path.join(folder, 'result.json') }, limit);
+      const exit = await started.exited;
+      problems.push(...exitProblems(spec.contender, exit, started.stderr()));
+      const result = readResult(path.join(folder, 'result.json'));
+      /** @type {Sample} */
+      const sample = { ...toSample(spec, rep, undefined, []), problems, figures: result?.figures ?? {} };
+      if (typeof result?.skipped === 'string') return { ...sample, skipped: result.skipped };
+      if (!result?.figures) problems.push('the process reported no figures');
+      const figures = sample.figures;
+      for (const fault of ['lost', 'duplicated', 'misrouted', 'outOfOrder', 'thoughtMismatches', 'unfinished', 'replayMismatches', 'ranElsewhere']) {
+        if ((figures[fault] ?? 0) > 0) problems.push(`${figures[fault]} ${fault}`);
+      }
+      if (started.stdout().trim() !== `${spec.runs} sessions verified`) problems.push(`unexpected answer: ${JSON.stringify(started.stdout().trim().slice(0, 80))}`);
+      return sample;
     }
     if (spec.backend === 'http') {
       const serverResult = path.join(folder, 'server.json');

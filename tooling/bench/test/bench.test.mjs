@@ -1,7 +1,8 @@
 // @ts-check
 // The quick benchmark as a smoke test: it must run end to end (mock, floor, our runtime in
-// process, in process without HTTP, served over HTTP, the SSE path, prefix caching and resumes),
-// print every row of every table with figures, and see every replayed thought signature intact.
+// process, in process without HTTP, served over HTTP, the SSE path, prefix caching, resumes, and
+// sessions across two instances on one Redis), print every row of every table with figures, and
+// see every replayed thought signature intact.
 // It asserts no timings.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -131,9 +132,15 @@ describe('pnpm bench in quick mode', () => {
     for (const [, figure] of rows) expect(figure).toMatch(FIGURE);
   });
 
+  it('checks sessions across two instances on one Redis: nothing lost, repeated or misrouted', () => {
+    const rows = tableUnder('### Sessions across two instances on one Redis');
+    for (const label of ['sessions per second (wall time)', 'append → delivery on the other instance, p99']) expect(row(rows, label)[1]).toMatch(/^\d+(\.\d+)?( ms)?$/);
+    expect(row(rows, 'events lost, repeated, out of order or misrouted')[1]).toBe('0');
+  });
+
   it('keeps every sample in results.json', () => {
     const results = JSON.parse(fs.readFileSync(path.join(out, 'results.json'), 'utf8'));
-    expect(results.samples.length).toBe(19);
+    expect(results.samples.length).toBe(20);
     for (const sample of results.samples) {
       expect(sample.problems).toEqual([]);
       if (sample.id.startsWith('ours/') || sample.id.startsWith('floor/') || sample.id.startsWith('ours-server/')) {

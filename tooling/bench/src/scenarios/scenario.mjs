@@ -12,6 +12,7 @@
  * @property {string} model
  * @property {boolean} quick a smoke run: few runs, one repetition, no warm-up
  * @property {number} timeoutSeconds per process
+ * @property {number} sessions sessions of the shared-sessions scenario
  */
 
 /**
