@@ -67,6 +67,9 @@ try {
     ...(process.env.REDIS_URL ? { redisUrl: process.env.REDIS_URL } : {}),
     ...(process.env.DATABASE_URL ? { databaseUrl: process.env.DATABASE_URL } : {}),
     ...(process.env.INTERACTION_LEASE_MS ? { leaseMs: positiveNumber(process.env.INTERACTION_LEASE_MS, 'INTERACTION_LEASE_MS') } : {}),
+    ...(process.env.SESSION_TAKEOVER_CHECK_MS
+      ? { takeoverCheckMs: positiveNumber(process.env.SESSION_TAKEOVER_CHECK_MS, 'SESSION_TAKEOVER_CHECK_MS') }
+      : {}),
     ...(process.env.GEMINI_API_KEY ? { geminiApiKey: process.env.GEMINI_API_KEY } : {}),
     ...(process.env.GEMINI_BASE_URL ? { geminiBaseUrl: process.env.GEMINI_BASE_URL } : {}),
     ...(process.env.INTERACTION_STORE_DIR ? { storeDirectory: process.env.INTERACTION_STORE_DIR } : {}),

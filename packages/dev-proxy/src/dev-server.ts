@@ -43,6 +43,11 @@ export interface DevServerConfig {
   databaseUrl?: string;
   /** How long a claim on a saved run lasts without renewal; after it a dead instance's run is picked up. Default 60 s. */
   leaseMs?: number;
+  /**
+   * How long a reader waits on a running session that has gone quiet before it checks whether the
+   * session's instance died, and takes its run over once the lease is gone. Default 15 s.
+   */
+  takeoverCheckMs?: number;
   /** Every other `/v1beta1/*` path is proxied here, and only here (its path prefix kept). */
   upstreamUrl?: string;
   /** Origins whose pages may call the server from a browser. Default `'*'`, as the reference dev backend. */
@@ -119,18 +124,23 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
   const backendFor = createModelBackend(modelConfig, pooledFetch);
   const model = modelFor(modelConfig);
   const cors: CorsOptions = { origins: config.corsOrigins ?? '*' };
+  const sessions = {
+    log: backing.log,
+    bus: backing.bus,
+    ...(config.takeoverCheckMs === undefined ? {} : { livenessMs: config.takeoverCheckMs }),
+  };
   const agent = createAgentHandler({
     createPorts: ({ accessToken }) => drive.withDrive({ backend: backendFor(accessToken), store: backing.store }, accessToken),
     runOptions: () => ({ ...(model ? { model } : {}), ...(config.leaseMs === undefined ? {} : { leaseMs: config.leaseMs }) }),
     cors,
-    sessions: { log: backing.log, bus: backing.bus },
+    sessions,
   });
   // The AI SDK's useChat endpoint: the same ports, runs and sessions as the agent endpoint.
   const chat = createUiMessageStreamHandler({
     createPorts: ({ accessToken }) => ({ backend: backendFor(accessToken), store: backing.store }),
     runOptions: () => ({ ...(model ? { model } : {}), ...(config.leaseMs === undefined ? {} : { leaseMs: config.leaseMs }) }),
     cors,
-    sessions: { log: backing.log, bus: backing.bus },
+    sessions,
   });
   // The reference dev backend lets pages call every proxied path with any method and header.
   const proxied = proxy ? withCors(proxy, { ...cors, allowMethods: '*', allowHeaders: '*' }) : undefined;

@@ -230,6 +230,8 @@ describe.each(stores)('two dev server processes sharing one $name', (store) => {
     env = {
       ...storeServer.env,
       INTERACTION_LEASE_MS: String(LEASE_MS),
+      // A quiet session's reader checks for a dead instance every 2 s instead of every 15 s.
+      SESSION_TAKEOVER_CHECK_MS: '2000',
       GEMINI_BASE_URL: `${model.url}/v1beta`,
       // Nothing leaves loopback: memory would go to the mock model's server (it answers 404).
       GOOGLE_API_BASE_URL: model.url,
