@@ -489,7 +489,8 @@ function createAttemptSignal(outer: AbortSignal | undefined, timeoutMs: number):
     controller.abort();
   }, timeoutMs);
   const onAbort = (): void => controller.abort();
-  outer?.addEventListener('abort', onAbort, { once: true });
+  if (outer?.aborted) onAbort();
+  else outer?.addEventListener('abort', onAbort, { once: true });
   return {
     signal: controller.signal,
     timedOut: () => expired,

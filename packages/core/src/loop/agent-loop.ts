@@ -152,7 +152,9 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
         // One controller per request: a timeout or a broken answer stops the request and the calls it started.
         const turnController = new AbortController();
         const stopTurn = (): void => turnController.abort(signal.reason);
-        signal.addEventListener('abort', stopTurn, { once: true });
+        // The run may have been stopped while the request was being prepared: its signal fires no more.
+        if (signal.aborted) stopTurn();
+        else signal.addEventListener('abort', stopTurn, { once: true });
         let openGate: () => void = () => undefined;
         const sideEffectGate = journal
           ? new Promise<void>((resolve) => {

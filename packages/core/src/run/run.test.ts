@@ -169,6 +169,31 @@ describe('run() and resume()', () => {
     expect(backend.abortedCount).toBe(1);
   });
 
+  it('cancels the model request when the consumer of a resume stops right after the request event', async () => {
+    let requestEnded!: () => void;
+    const ended = new Promise<void>((resolve) => (requestEnded = resolve));
+    const store = createMemoryInteractionStore();
+    const asking = createScriptedBackendClient([[functionCallChunk('chat_request_user_input', { user_message: 'Name?' })]]);
+    const first = await collect(run(start('ask'), { backend: asking, store }));
+    const id = (first.at(-1) as { interactionId: string }).interactionId;
+    const hanging: AgentPorts['backend'] = {
+      ...asking,
+      async *streamGenerateContent(_model, _body, signal) {
+        // A model that never answers: only the run's cancellation ends this request.
+        await new Promise<void>((resolve) => {
+          if (signal?.aborted) resolve();
+          else signal?.addEventListener('abort', () => resolve(), { once: true });
+        });
+        requestEnded();
+      },
+    };
+    const events = resume(id, { input: { parts: [{ text: 'Ada' }] } }, { backend: hanging, store });
+    for (let next = await events.next(); !next.done && next.value.type !== 'sendRequest'; next = await events.next());
+    await events.return(undefined);
+    // Without the cancellation the request would stay open until the model's idle timeout (60 s).
+    await ended;
+  });
+
   it('refuses a resume by a different owner and keeps the run for its owner', async () => {
     const backend = createScriptedBackendClient([
       [functionCallChunk('chat_request_user_input', { user_message: 'Name?' })],
