@@ -8,6 +8,7 @@ import type { RunEvent } from '../protocol/run-events.js';
 import type { GenerateContentRequest } from '../protocol/gemini.js';
 import { toWireEvent } from '../protocol/wire.js';
 import { createRequestSerializer } from '../model/request-json.js';
+import { readInteractionState } from '../run/interaction-state.js';
 import { resumeClaimed } from '../run/resume.js';
 import type { RunOptions } from '../run/run-options.js';
 import { run } from '../run/start.js';
@@ -107,8 +108,15 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
   /** Segments running in this process, with their local readers (fed without the bus). */
   const local = new Map<string, LocalSegment>();
 
-  const launch = (sessionId: string, controller: AbortController, events: AsyncGenerator<RunEvent>, context: SessionContext): void => {
+  const launch = (
+    sessionId: string,
+    controller: AbortController,
+    events: AsyncGenerator<RunEvent>,
+    context: SessionContext,
+    takenOver?: string,
+  ): void => {
     const segment: LocalSegment = { controller, readers: new Set(), interrupted: false };
+    if (takenOver !== undefined) segment.takenOver = takenOver;
     local.set(sessionId, segment);
     void runSegment(sessionId, segment, events, context).finally(() => {
       if (local.get(sessionId) === segment) local.delete(sessionId);
@@ -234,7 +242,16 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       if (info?.interactionId !== undefined) await context.ports.store.delete(info.interactionId).catch(() => undefined);
     } else if (final?.status !== 'suspended') {
       const error = sawError && lastInteraction !== undefined && final?.status !== 'failed';
-      const status: SessionStatus = final?.status ?? (error || segment.interrupted ? 'paused' : sawError ? 'failed' : 'completed');
+      let status: SessionStatus = final?.status ?? (error || segment.interrupted ? 'paused' : sawError ? 'failed' : 'completed');
+      if (status === 'failed' && sawError && segment.takenOver !== undefined) {
+        // A run taken over without its owner (their credentials stay with them) that failed here is
+        // not the run's failure: while its saved state is there, the owner's `:resume` continues it.
+        const saved = await readInteractionLabel(context.ports.store, segment.takenOver).catch(() => undefined);
+        if (saved !== undefined) {
+          status = 'paused';
+          lastInteraction = segment.takenOver;
+        }
+      }
       await log
         .update(sessionId, status === 'paused' && lastInteraction !== undefined ? { status, interactionId: lastInteraction } : { status }, ['running'])
         .catch(() => undefined);
@@ -260,11 +277,11 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
     throw new AgentError('CONFLICT', `Session ${sessionId} is running on another instance`);
   };
 
-  const continueOn = (sessionId: string, claim: InteractionClaim, response: ResumeResponse, context: SessionContext): void => {
+  const continueOn = (sessionId: string, claim: InteractionClaim, response: ResumeResponse, context: SessionContext, unasked = false): void => {
     const controller = new AbortController();
     const runOptions: RunOptions = { ...context.runOptions, signal: controller.signal, sessionId };
     if (context.owner !== undefined) runOptions.owner = context.owner;
-    launch(sessionId, controller, resumeClaimed(claim, response, context.ports, runOptions), context);
+    launch(sessionId, controller, resumeClaimed(claim, response, context.ports, runOptions), context, unasked ? claim.id : undefined);
   };
 
   /**
@@ -284,7 +301,15 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
     } catch {
       return false;
     }
-    continueOn(sessionId, claim, caller?.response ?? {}, claimContext);
+    if (caller === undefined && awaitsAnswer(claim)) {
+      // Its instance died after taking the owner's answer and before saving it: only the owner can
+      // give it again, so the session goes back to waiting for them.
+      await claim.release().catch(() => undefined);
+      await log.update(sessionId, { status: 'suspended', interactionId: claim.id }, ['running']).catch(() => undefined);
+      await bus.publish(channelOf(sessionId), 'end').catch(() => undefined);
+      return false;
+    }
+    continueOn(sessionId, claim, caller?.response ?? {}, claimContext, caller === undefined);
     return true;
   };
 
@@ -447,8 +472,19 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
   };
 }
 
+/** Whether a claimed record is a question still waiting for the user's answer. */
+function awaitsAnswer(claim: InteractionClaim): boolean {
+  try {
+    return readInteractionState(claim.id, claim.stateText).kind === 'suspend';
+  } catch {
+    return false;
+  }
+}
+
 interface LocalSegment {
   controller: AbortController;
+  /** The saved run this instance took over on its own (no caller asked): its interaction id. */
+  takenOver?: string;
   readers: Set<(event: SessionEvent) => void>;
   /** Stopped by `interrupt` (not a cancel): the session stays resumable. */
   interrupted: boolean;

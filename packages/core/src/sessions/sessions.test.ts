@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { AgentError } from '../errors/index.js';
 import { createSessionsEndpoint } from '../http/sessions-endpoint.js';
 import { claimInteraction } from '../interactions/index.js';
 import type { AgentPorts, EventBus, SessionLog } from '../ports/index.js';
@@ -140,6 +141,91 @@ describe('sessions', () => {
     expect(JSON.parse(rest.events.at(-1)!.data).complete.result.outcomes.parts[0].text).toBe('Hello Ada');
     expect(pickUpBackend.requests).toHaveLength(0);
     expect(callerBackend.requests).toHaveLength(2);
+  });
+
+  it("puts a session back to waiting for its owner when its instance died holding the owner's unsaved answer", async () => {
+    const store = createMemoryInteractionStore();
+    const log = createMemorySessionLog();
+    const bus = createMemoryEventBus();
+    const callerBackend = greeter();
+    const { handle } = instance({ log, bus, ports: { backend: callerBackend, store } });
+    const created = await handle(post('new', { segments: [{ textSegment: { text: 'Greet me' } }] }, 'tok'));
+    const { sessionId } = (await created.json()) as { sessionId: string };
+    await readStream(await handle(new Request(`${BASE}${sessionId}?alt=sse`)));
+    const suspended = (await log.get(sessionId)) as { interactionId: string };
+    // The instance that took the owner's resume died before it saved the answer: its lease ran out.
+    const dead = await claimInteraction(store, suspended.interactionId, { owner: 'owner:tok', leaseMs: 1_000, now: () => Date.now() - 60_000 });
+    expect(dead.status).toBe('claimed');
+    expect(await log.update(sessionId, { status: 'running' }, ['suspended'])).toBe(true);
+
+    // A reader on another instance notices; it cannot answer for the user, so it runs nothing.
+    const pickUpBackend = greeter();
+    const service = createSessionService({ log, bus, pickUpContext: () => ({ ports: { backend: pickUpBackend, store } }), livenessMs: 100 });
+    for await (const _event of service.events(sessionId, -1));
+    expect(await log.get(sessionId)).toMatchObject({ status: 'suspended', interactionId: suspended.interactionId });
+    expect(pickUpBackend.requests).toHaveLength(0);
+
+    const resumed = await handle(post(`${sessionId}:resume`, { input: { role: 'user', parts: [{ text: 'Ada' }] } }, 'tok'));
+    expect(await resumed.json()).toEqual({ ok: true });
+    const rest = await readStream(await handle(new Request(`${BASE}${sessionId}?alt=sse`)));
+    expect(JSON.parse(rest.events.at(-1)!.data).complete.result.outcomes.parts[0].text).toBe('Hello Ada');
+  });
+
+  it("pauses, not fails, a run its reader took over when the pick-up context cannot go on, so the owner's resume continues it", async () => {
+    const store = createMemoryInteractionStore();
+    const log = createMemorySessionLog();
+    const bus = createMemoryEventBus();
+    const { handle } = instance({ log, bus, ports: { backend: greeter(), store } });
+    const created = await handle(post('new', { segments: [{ textSegment: { text: 'Greet me' } }] }, 'tok'));
+    const { sessionId } = (await created.json()) as { sessionId: string };
+    await readStream(await handle(new Request(`${BASE}${sessionId}?alt=sse`)));
+
+    // An instance takes the owner's answer, saves it, and then hangs like a dead process: its model
+    // never answers and its store writes (the lease's renewals) never land.
+    let frozen = false;
+    const stalled = new Promise<never>(() => undefined);
+    const freezingStore: typeof store = {
+      get: (id) => store.get(id),
+      set: (id, write, expected) => (frozen ? stalled : store.set(id, write, expected)),
+      delete: (id, expected) => (frozen ? stalled : store.delete(id, expected)),
+    };
+    const hanging: AgentPorts['backend'] = {
+      ...greeter(),
+      async *streamGenerateContent() {
+        frozen = true;
+        await stalled;
+      },
+    };
+    const dying = createSessionsEndpoint({
+      service: createSessionService({ log, bus }),
+      contextFor: async () => ({ ports: { backend: hanging, store: freezingStore }, owner: 'owner:tok', runOptions: { leaseMs: 300 } }),
+      readJson: async (request) => JSON.parse(await request.text()) as unknown,
+      keepAliveMs: 15_000,
+    });
+    const taken = (await dying(post(`${sessionId}:resume`, { input: { role: 'user', parts: [{ text: 'Ada' }] } }, 'tok'), new URL(`${BASE}${sessionId}:resume`))) as Response;
+    expect(await taken.json()).toEqual({ ok: true });
+
+    // A reader on another instance takes the run over once the lease ran out, but without the
+    // owner's credentials its model refuses.
+    const refusing: AgentPorts['backend'] = {
+      ...greeter(),
+      async *streamGenerateContent() {
+        throw new AgentError('FORBIDDEN', 'The model needs the credentials of the caller');
+      },
+    };
+    const service = createSessionService({ log, bus, pickUpContext: () => ({ ports: { backend: refusing, store } }), livenessMs: 100 });
+    const watched: string[] = [];
+    for await (const event of service.events(sessionId, -1)) watched.push(event.json);
+    expect(frozen).toBe(true);
+    expect(watched.some((json) => json.includes('FORBIDDEN'))).toBe(true);
+    const paused = (await log.get(sessionId)) as { status: string; interactionId: string };
+    expect(paused.status).toBe('paused');
+
+    // The owner resumes it from its last checkpoint: the answer saved before the hang is there.
+    const resumed = await handle(post(`${sessionId}:resume`, {}, 'tok'));
+    expect(await resumed.json()).toEqual({ ok: true });
+    const rest = await readStream(await handle(new Request(`${BASE}${sessionId}?alt=sse`)));
+    expect(JSON.parse(rest.events.at(-1)!.data).complete.result.outcomes.parts[0].text).toBe('Hello Ada');
   });
 
   it('answers 404 for an unknown session on every endpoint', async () => {
