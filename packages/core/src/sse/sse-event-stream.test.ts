@@ -23,6 +23,23 @@ describe('createSseEventStream', () => {
     expect(text).toBe(Array.from({ length: 500 }, (_, n) => `data: {"n":${n}}\n\n`).join(''));
   });
 
+  it('sends events that arrive together as one chunk, and an event followed by a silence at once', async () => {
+    let release!: () => void;
+    const later = new Promise<void>((resolve) => (release = resolve));
+    async function* burstThenWait(): AsyncGenerator<{ n: number }> {
+      for (let index = 0; index < 50; index += 1) yield { n: index };
+      await later;
+      yield { n: 50 };
+    }
+    const reader = createSseEventStream(burstThenWait(), { encode: (item) => encodeSseEvent(item) }).getReader();
+    const first = await reader.read();
+    // The whole burst in one read, before the last item exists.
+    expect(decoder.decode(first.value)).toBe(Array.from({ length: 50 }, (_, n) => `data: {"n":${n}}\n\n`).join(''));
+    release();
+    expect(decoder.decode((await reader.read()).value)).toBe('data: {"n":50}\n\n');
+    expect((await reader.read()).done).toBe(true);
+  });
+
   it('reads ahead of a consumer that does not read only up to its high-water mark', async () => {
     let read = 0;
     const stream = createSseEventStream(numbers(100_000, (index) => (read = index + 1)), { encode: (item) => encodeSseEvent(item), highWaterMark: 1024 });

@@ -21,9 +21,13 @@ export interface SseEventStreamOptions<T> {
 const DEFAULT_KEEP_ALIVE_MS = 15_000;
 const DEFAULT_HIGH_WATER_MARK = 64 * 1024;
 
+/** Characters of encoded events gathered into one chunk at most. */
+const BATCH_CHARS = 16 * 1024;
+
 /**
- * A byte stream of server-sent events from an async sequence of items. Items are read ahead of
- * the consumer, up to `highWaterMark` bytes, and then only as the consumer reads (backpressure);
+ * A byte stream of server-sent events from an async sequence of items. Items that arrive together
+ * go out as one chunk, flushed as soon as the burst ends. Items are read ahead of the consumer, up
+ * to `highWaterMark` bytes, and then only as the consumer reads (backpressure);
  * one keep-alive timer serves the whole stream, re-armed lazily, so an event costs no timer and no
  * race. Cancelling the stream returns the items' iterator (which stops a run). An item that fails
  * to encode, or an iterator that throws, errors the stream.
@@ -43,10 +47,23 @@ export function createSseEventStream<T>(items: AsyncIterable<T>, options: SseEve
   let lastWrite = Date.now();
   let timer: ReturnType<typeof setTimeout> | undefined;
   let finished = false;
+  let pending = '';
+  let flushSoon: ReturnType<typeof setTimeout> | undefined;
+  const flush = (controller: ReadableStreamDefaultController<Uint8Array>): void => {
+    if (flushSoon !== undefined) clearTimeout(flushSoon);
+    flushSoon = undefined;
+    if (pending.length === 0) return;
+    const text = pending;
+    pending = '';
+    controller.enqueue(encoder.encode(text));
+    lastWrite = Date.now();
+  };
   const stopTimer = (): void => {
     finished = true;
     if (timer !== undefined) clearTimeout(timer);
     timer = undefined;
+    if (flushSoon !== undefined) clearTimeout(flushSoon);
+    flushSoon = undefined;
   };
   return new ReadableStream<Uint8Array>(
     {
@@ -69,17 +86,32 @@ export function createSseEventStream<T>(items: AsyncIterable<T>, options: SseEve
         timer = setTimeout(tick, keepAliveMs);
       },
       async pull(controller) {
+        // Items that arrive together (within one turn of the event loop) go out as one chunk: one
+        // encoding and one read for the consumer instead of one per event. A burst is cut at
+        // BATCH_CHARS, and a quiet moment flushes what waits, so no event is held back.
         try {
-          const result = await iterator.next();
-          if (finished) return;
-          if (result.done) {
-            stopTimer();
-            controller.close();
-            return;
+          for (;;) {
+            const result = await iterator.next();
+            if (finished) return;
+            if (result.done) {
+              flush(controller);
+              stopTimer();
+              controller.close();
+              return;
+            }
+            pending += encode(result.value);
+            // What waits here counts against the consumer's high-water mark too (characters for bytes).
+            if (pending.length >= BATCH_CHARS || pending.length >= (controller.desiredSize ?? Number.POSITIVE_INFINITY)) {
+              flush(controller);
+              return;
+            }
+            flushSoon ??= setTimeout(() => {
+              flushSoon = undefined;
+              if (!finished) flush(controller);
+            }, 0);
           }
-          controller.enqueue(encoder.encode(encode(result.value)));
-          lastWrite = Date.now();
         } catch (error) {
+          flush(controller);
           stopTimer();
           throw error;
         }
