@@ -1,11 +1,10 @@
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { createServer, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { parseSseStream, type GenerateContentRequest, type GenerateContentResponse } from '@org/core';
-import { functionCallChunk, thoughtChunk } from '@org/core/testing';
+import { parseSseStream } from '@org/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDevProcess, startPostgresServer, startRedisServer } from './test-support.js';
+import { waitFor } from './test-support/agent-client.js';
+import { callChunk, lastFunctionResponse, objectiveOf, startMockGemini, thoughtOf, type MockGeminiAnswer, type MockGeminiRequest } from './test-support/mock-gemini.js';
 
 // Two real dev server processes on one real Redis, then on one real PostgreSQL: a session is
 // started on one, read and resumed on the other, cancelled across them, and finished by the
@@ -15,15 +14,6 @@ const TOKEN = 'shared-stores-token';
 const LEASE_MS = 1_500;
 const TEST_TIMEOUT_MS = 180_000;
 
-/** What the mock model did for the runs of one test (each test tags its objective). */
-interface TagState {
-  requests: number;
-  /** Requests whose caller closed the connection before the answer was complete. */
-  dropped: number;
-  release: () => void;
-  released: Promise<void>;
-}
-
 /**
  * A Gemini-compatible model on loopback. The objective names a mode and a tag:
  * - `[greet tag]` asks for a name (holding its turn until the test releases the tag), then greets;
@@ -31,81 +21,41 @@ interface TagState {
  * - `[takeover tag]` holds its first request like `hold`, and answers later ones at once.
  */
 async function startModel() {
-  const tags = new Map<string, TagState>();
-  const stateOf = (tag: string): TagState => {
-    let state = tags.get(tag);
-    if (!state) {
+  const gates = new Map<string, { release: () => void; released: Promise<void> }>();
+  const gateOf = (tag: string) => {
+    let gate = gates.get(tag);
+    if (!gate) {
       let release = () => {};
       const released = new Promise<void>((resolve) => (release = resolve));
-      state = { requests: 0, dropped: 0, release, released };
-      tags.set(tag, state);
+      gate = { release, released };
+      gates.set(tag, gate);
     }
-    return state;
+    return gate;
   };
-  const answer = async (path: string, raw: string, response: ServerResponse) => {
-    if (!path.includes(':streamGenerateContent')) {
-      response.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"code":404,"message":"not here","status":"NOT_FOUND"}}');
-      return;
-    }
-    const body = JSON.parse(raw) as GenerateContentRequest;
-    const match = /\[(greet|hold|takeover) ([\w-]+)\]/.exec(JSON.stringify(body.contents?.[0] ?? {}));
-    if (!match) {
-      response.writeHead(400, { 'content-type': 'application/json' }).end('{"error":{"code":400,"message":"no tag","status":"INVALID_ARGUMENT"}}');
-      return;
-    }
+  const forever = new Promise<void>(() => undefined);
+  const tagOf = (request: MockGeminiRequest) => /\[(greet|hold|takeover) ([\w-]+)\]/.exec(objectiveOf(request));
+  const mock = await startMockGemini((request): MockGeminiAnswer => {
+    const match = tagOf(request);
+    if (!match) throw new Error('the objective names no mode and tag');
     const [, mode, tag] = match as unknown as [string, string, string];
-    const state = stateOf(tag);
-    state.requests += 1;
-    let finished = false;
-    response.on('close', () => {
-      if (!finished) state.dropped += 1;
-    });
-    response.writeHead(200, { 'content-type': 'text/event-stream' });
-    const send = (chunk: GenerateContentResponse) => response.write(`data: ${JSON.stringify(chunk)}\r\n\r\n`);
-    const end = () => {
-      finished = true;
-      response.end();
-    };
-    const answered = body.contents?.at(-1)?.parts?.[0]?.functionResponse?.response?.user_input;
+    const answered = lastFunctionResponse(request)?.response.user_input;
     if (mode === 'greet') {
-      if (typeof answered === 'string') {
-        send(thoughtChunk('Greeting'));
-        send(functionCallChunk('system_objective_fulfilled', { objective_outcome: `Hello ${answered}` }));
-        end();
-        return;
-      }
-      send(thoughtChunk('Asking'));
-      await state.released;
-      send(functionCallChunk('chat_request_user_input', { user_message: 'Name?' }));
-      end();
-      return;
+      return typeof answered === 'string'
+        ? { kind: 'chunks', chunks: [thoughtOf('Greeting'), callChunk('system_objective_fulfilled', { objective_outcome: `Hello ${answered}` })] }
+        : { kind: 'chunks', chunks: [thoughtOf('Asking'), gateOf(tag).released, callChunk('chat_request_user_input', { user_message: 'Name?' })] };
     }
-    if (mode === 'hold' || state.requests === 1) {
-      // Held open: the run stays in this model turn until its caller goes away.
-      send(thoughtChunk('Working'));
-      return;
-    }
-    send(thoughtChunk('Carrying on'));
-    send(functionCallChunk('system_objective_fulfilled', { objective_outcome: 'Done' }));
-    end();
-  };
-  const server = createServer((request, response) => {
-    let raw = '';
-    request.setEncoding('utf8');
-    request.on('data', (chunk: string) => (raw += chunk));
-    request.on('end', () => void answer(request.url ?? '', raw, response).catch(() => response.destroy()));
+    // Held open: the run stays in this model turn until its caller goes away.
+    if (mode === 'hold' || requestsOf(tag).length === 1) return { kind: 'chunks', chunks: [thoughtOf('Working'), forever] };
+    return { kind: 'chunks', chunks: [thoughtOf('Carrying on'), callChunk('system_objective_fulfilled', { objective_outcome: 'Done' })] };
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const requestsOf = (tag: string) => mock.requests.filter((request) => tagOf(request)?.[2] === tag);
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    requests: (tag: string) => stateOf(tag).requests,
-    dropped: (tag: string) => stateOf(tag).dropped,
-    release: (tag: string) => stateOf(tag).release(),
-    async close() {
-      for (const state of tags.values()) state.release();
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    },
+    url: mock.baseUrl.replace(/\/v1beta$/, ''),
+    requests: (tag: string) => requestsOf(tag).length,
+    /** Requests whose caller closed the connection before the answer was complete. */
+    dropped: (tag: string) => requestsOf(tag).filter((request) => request.closedEarly).length,
+    release: (tag: string) => gateOf(tag).release(),
+    close: () => mock.close(),
   };
 }
 
@@ -136,15 +86,6 @@ interface Followed {
 
 const sessionsUrl = (instance: Instance) => `${instance.url}/v1beta1/sessions/`;
 const typeOf = (event: Event | undefined) => Object.keys(JSON.parse(event?.data ?? '{}') as object)[0];
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 90_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`Timed out waiting until ${what}`);
-    await sleep(50);
-  }
-}
 
 async function post(instance: Instance, path: string, body: object): Promise<Response> {
   return fetch(`${sessionsUrl(instance)}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -251,7 +192,7 @@ describe.each(stores)('two dev server processes sharing one $name', (store) => {
       const sessionId = await newSession(a, `[greet ${tag}] Ask for my name, then greet me.`);
       const live = await follow(b, sessionId);
       // The model holds its first turn: B shows the session's events while it runs on A.
-      await until(() => live.events.some((event) => typeOf(event) === 'thought'), "B's stream shows the first thought");
+      await waitFor("B's stream shows the first thought", () => live.events.some((event) => typeOf(event) === 'thought'), 90_000);
       expect((await status(a, sessionId)).status).toBe('running');
       expect((await status(b, sessionId)).status).toBe('running');
       model.release(tag);
@@ -288,7 +229,7 @@ describe.each(stores)('two dev server processes sharing one $name', (store) => {
       const tag = randomUUID();
       const sessionId = await newSession(runsOn === 'A' ? a : b, `[hold ${tag}] Think for as long as you can.`);
       const live = await follow(b, sessionId);
-      await until(() => live.events.some((event) => typeOf(event) === 'thought'), "B's stream shows the run's thought");
+      await waitFor("B's stream shows the run's thought", () => live.events.some((event) => typeOf(event) === 'thought'), 90_000);
       expect((await status(a, sessionId)).status).toBe('running');
 
       const cancelled = await post(a, `${sessionId}:cancel`, {});
@@ -298,7 +239,7 @@ describe.each(stores)('two dev server processes sharing one $name', (store) => {
       expect(live.envelopes.at(-1)).toBe('done:{}');
       expect(typeOf(live.events.at(-1))).not.toBe('complete');
       // The instance running it let go of the model: the held request was closed by its caller.
-      await until(() => model.dropped(tag) === 1, 'the held model request is closed');
+      await waitFor('the held model request is closed', () => model.dropped(tag) === 1, 90_000);
       for (const instance of [a, b]) expect((await status(instance, sessionId)).status).toBe('cancelled');
       const again = await post(b, `${sessionId}:cancel`, {});
       expect(again.status).toBe(409);
@@ -316,7 +257,7 @@ describe.each(stores)('two dev server processes sharing one $name', (store) => {
       const tag = randomUUID();
       const sessionId = await newSession(victim, `[takeover ${tag}] Work on this.`);
       const live = await follow(b, sessionId);
-      await until(() => model.requests(tag) === 1 && live.events.some((event) => typeOf(event) === 'thought'), 'the run is in its held model turn');
+      await waitFor('the run is in its held model turn', () => model.requests(tag) === 1 && live.events.some((event) => typeOf(event) === 'thought'), 90_000);
       await stopProcess(victim.child, 'SIGKILL');
       expect(victim.child.signalCode).toBe('SIGKILL');
 
@@ -341,10 +282,10 @@ describe.each(stores)('two dev server processes sharing one $name', (store) => {
       const victim = await startInstance();
       const tag = randomUUID();
       const sessionId = await newSession(victim, `[takeover ${tag}] Work on this.`);
-      await until(async () => model.requests(tag) === 1 && (await status(a, sessionId)).eventCount >= 2, 'the run is in its held model turn');
+      await waitFor('the run is in its held model turn', async () => model.requests(tag) === 1 && (await status(a, sessionId)).eventCount >= 2, 90_000);
       await stopProcess(victim.child, 'SIGKILL');
 
-      await until(async () => {
+      await waitFor('a :resume through B takes the run over', async () => {
         const response = await post(b, `${sessionId}:resume`, { accessToken: TOKEN });
         if (response.status === 200) {
           expect(await response.json()).toEqual({ ok: true });
@@ -352,9 +293,8 @@ describe.each(stores)('two dev server processes sharing one $name', (store) => {
         }
         expect(response.status).toBe(409);
         await response.body?.cancel();
-        await sleep(200);
         return false;
-      }, 'a :resume through B takes the run over');
+      }, 90_000, 200);
       const finished = await follow(a, sessionId);
       await finished.ended;
       expect(typeOf(finished.events.at(-1))).toBe('complete');

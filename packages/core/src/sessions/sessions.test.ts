@@ -44,6 +44,25 @@ function instance(shared: { log: SessionLog; bus: EventBus; ports: AgentPorts })
   return { service, handle: async (request) => (await endpoint(request, new URL(request.url))) ?? new Response('no', { status: 404 }) };
 }
 
+/** Starts a greeting session as owner `tok` and reads it to its question: it is suspended. */
+async function suspendedGreeting(handle: (request: Request) => Promise<Response>, log: SessionLog): Promise<{ sessionId: string; interactionId: string }> {
+  const created = await handle(post('new', { segments: [{ textSegment: { text: 'Greet me' } }] }, 'tok'));
+  const { sessionId } = (await created.json()) as { sessionId: string };
+  await readStream(await handle(new Request(`${BASE}${sessionId}?alt=sse`)));
+  const { interactionId } = (await log.get(sessionId)) as { interactionId: string };
+  return { sessionId, interactionId };
+}
+
+/**
+ * Leaves a suspended session as an instance that took its owner's resume and died at once would:
+ * the record claimed under a lease that has run out, the session `running`.
+ */
+async function diedHoldingTheResume(store: AgentPorts['store'], log: SessionLog, sessionId: string, interactionId: string): Promise<void> {
+  const dead = await claimInteraction(store, interactionId, { owner: 'owner:tok', leaseMs: 1_000, now: () => Date.now() - 60_000 });
+  expect(dead.status).toBe('claimed');
+  expect(await log.update(sessionId, { status: 'running' }, ['suspended'])).toBe(true);
+}
+
 const post = (path: string, body: unknown, token?: string) =>
   new Request(`${BASE}${path}`, {
     method: 'POST',
@@ -114,16 +133,10 @@ describe('sessions', () => {
     const callerBackend = greeter();
     const pickUpBackend = greeter();
     const { handle } = instance({ log, bus, ports: { backend: callerBackend, store } });
-    const created = await handle(post('new', { segments: [{ textSegment: { text: 'Greet me' } }] }, 'tok'));
-    const { sessionId } = (await created.json()) as { sessionId: string };
-    await readStream(await handle(new Request(`${BASE}${sessionId}?alt=sse`)));
-    const suspended = (await log.get(sessionId)) as { interactionId: string };
+    const { sessionId, interactionId } = await suspendedGreeting(handle, log);
 
-    // An instance took the resume and died at once: the record is claimed (its lease ran out), the
-    // session is running, and no answer was recorded.
-    const dead = await claimInteraction(store, suspended.interactionId, { owner: 'owner:tok', leaseMs: 1_000, now: () => Date.now() - 60_000 });
-    expect(dead.status).toBe('claimed');
-    expect(await log.update(sessionId, { status: 'running' }, ['suspended'])).toBe(true);
+    // An instance took the resume and died at once: no answer was recorded.
+    await diedHoldingTheResume(store, log, sessionId, interactionId);
 
     // Another instance, whose pick-up context has other ports, gets the owner's resume.
     const service = createSessionService({ log, bus, pickUpContext: () => ({ ports: { backend: pickUpBackend, store } }) });
@@ -149,20 +162,15 @@ describe('sessions', () => {
     const bus = createMemoryEventBus();
     const callerBackend = greeter();
     const { handle } = instance({ log, bus, ports: { backend: callerBackend, store } });
-    const created = await handle(post('new', { segments: [{ textSegment: { text: 'Greet me' } }] }, 'tok'));
-    const { sessionId } = (await created.json()) as { sessionId: string };
-    await readStream(await handle(new Request(`${BASE}${sessionId}?alt=sse`)));
-    const suspended = (await log.get(sessionId)) as { interactionId: string };
-    // The instance that took the owner's resume died before it saved the answer: its lease ran out.
-    const dead = await claimInteraction(store, suspended.interactionId, { owner: 'owner:tok', leaseMs: 1_000, now: () => Date.now() - 60_000 });
-    expect(dead.status).toBe('claimed');
-    expect(await log.update(sessionId, { status: 'running' }, ['suspended'])).toBe(true);
+    const { sessionId, interactionId } = await suspendedGreeting(handle, log);
+    // The instance that took the owner's resume died before it saved the answer.
+    await diedHoldingTheResume(store, log, sessionId, interactionId);
 
     // A reader on another instance notices; it cannot answer for the user, so it runs nothing.
     const pickUpBackend = greeter();
     const service = createSessionService({ log, bus, pickUpContext: () => ({ ports: { backend: pickUpBackend, store } }), livenessMs: 100 });
     for await (const _event of service.events(sessionId, -1));
-    expect(await log.get(sessionId)).toMatchObject({ status: 'suspended', interactionId: suspended.interactionId });
+    expect(await log.get(sessionId)).toMatchObject({ status: 'suspended', interactionId });
     expect(pickUpBackend.requests).toHaveLength(0);
 
     const resumed = await handle(post(`${sessionId}:resume`, { input: { role: 'user', parts: [{ text: 'Ada' }] } }, 'tok'));
@@ -176,9 +184,7 @@ describe('sessions', () => {
     const log = createMemorySessionLog();
     const bus = createMemoryEventBus();
     const { handle } = instance({ log, bus, ports: { backend: greeter(), store } });
-    const created = await handle(post('new', { segments: [{ textSegment: { text: 'Greet me' } }] }, 'tok'));
-    const { sessionId } = (await created.json()) as { sessionId: string };
-    await readStream(await handle(new Request(`${BASE}${sessionId}?alt=sse`)));
+    const { sessionId } = await suspendedGreeting(handle, log);
 
     // An instance takes the owner's answer, saves it, and then hangs like a dead process: its model
     // never answers and its store writes (the lease's renewals) never land.

@@ -19,8 +19,11 @@ export interface MockGeminiRequest {
 
 /** What the mock does with one request. */
 export type MockGeminiAnswer =
-  /** Streams these chunks as SSE, then ends the response. */
-  | { kind: 'chunks'; chunks: GenerateContentResponse[] }
+  /**
+   * Streams these chunks as SSE, then ends the response. A promise among them holds the stream
+   * there until it settles (one that never settles holds it until the caller leaves).
+   */
+  | { kind: 'chunks'; chunks: Array<GenerateContentResponse | Promise<unknown>> }
   /** Never answers; with `headers` the status line and headers go out first. Ends when the caller leaves. */
   | { kind: 'hang'; headers?: boolean }
   /** Streams `chunks`, then the first half of the `data:` line of `cut`, then destroys the socket. */
@@ -105,6 +108,11 @@ async function play(decided: MockGeminiAnswer, request: MockGeminiRequest, respo
   }
   response.writeHead(200, { 'content-type': 'text/event-stream' });
   for (const chunk of decided.chunks) {
+    if (chunk instanceof Promise) {
+      await chunk;
+      if (response.destroyed) return;
+      continue;
+    }
     // One write per chunk, like Gemini's own stream.
     await new Promise<void>((resolve) => response.write(line(chunk), () => resolve()));
   }
