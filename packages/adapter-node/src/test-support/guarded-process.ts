@@ -1,3 +1,4 @@
+import { rm } from 'node:fs/promises';
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 
@@ -105,4 +106,51 @@ export async function waitUntilReady(server: GuardedProcess, probe: () => Promis
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+}
+
+/** A throwaway server a test started: where it listens, and how to stop it and remove its folder. */
+export interface ThrowawayServer {
+  url: string;
+  password: string;
+  port: number;
+  /** Stops the server and removes its folder. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a server on a free port and waits until `probe` gets through to it; tries three ports in
+ * case another process takes the chosen one first. The folder is removed when the server stops,
+ * or at once when no attempt succeeds.
+ */
+export async function startOnFreePort(options: {
+  directory: string;
+  password: string;
+  what: string;
+  launch: (port: number) => { server: GuardedProcess; url: string };
+  probe: (url: string) => Promise<void>;
+}): Promise<ThrowawayServer> {
+  const { directory, password } = options;
+  let failure: unknown;
+  for (let attempt = 0; attempt < 3; attempt += 1) {
+    const port = await freePort();
+    const { server, url } = options.launch(port);
+    try {
+      await waitUntilReady(server, () => options.probe(url), options.what);
+    } catch (error) {
+      failure = error;
+      await server.stop();
+      continue;
+    }
+    return {
+      url,
+      password,
+      port,
+      async stop() {
+        await server.stop();
+        await rm(directory, { recursive: true, force: true });
+      },
+    };
+  }
+  await rm(directory, { recursive: true, force: true });
+  throw failure;
 }

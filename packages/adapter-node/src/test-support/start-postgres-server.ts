@@ -6,16 +6,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { freePort, startGuardedProcess, waitUntilReady } from './guarded-process.js';
+import { startGuardedProcess, startOnFreePort, type ThrowawayServer } from './guarded-process.js';
 
 /** A throwaway PostgreSQL server for tests. */
-export interface TestPostgresServer {
+export interface TestPostgresServer extends ThrowawayServer {
   /** `postgres://postgres:<password>@127.0.0.1:<port>/postgres`. */
   url: string;
-  password: string;
-  port: number;
-  /** Stops the server and removes its data folder. */
-  stop(): Promise<void>;
 }
 
 const INSTALL_HINT = 'install it with `apt-get install postgresql` (.ci/run does), or set POSTGRES_BIN_DIR to the folder holding initdb and postgres';
@@ -97,56 +93,38 @@ export async function startPostgresServer(): Promise<TestPostgresServer> {
     const output = `${(error as { stdout?: string }).stdout ?? ''}${(error as { stderr?: string }).stderr ?? ''}`;
     throw new Error(`initdb failed${user ? ` (as user ${user.name})` : ''}: ${(error as Error).message}\n${output}`);
   }
-  let failure: unknown;
-  for (let attempt = 0; attempt < 3; attempt += 1) {
-    const port = await freePort();
-    const server = startGuardedProcess(
-      path.join(binaries, 'postgres'),
-      [
-        '-D', data,
-        '-p', String(port),
-        '-c', 'listen_addresses=127.0.0.1',
-        '-c', 'unix_socket_directories=',
-        '-c', 'fsync=off',
-        '-c', 'synchronous_commit=off',
-        '-c', 'full_page_writes=off',
-        '-c', 'max_connections=200',
-      ],
-      // Smart shutdown: sessions a test just ended finish their goodbye instead of being told
-      // the server is going away (which `pg` reports as an error on a client it already let go).
-      { ...as, env, cwd: directory, stopSignal: 'TERM' },
-    );
-    const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
-    try {
-      await waitUntilReady(
-        server,
-        async () => {
-          const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1_000 });
-          client.on('error', () => undefined);
-          await client.connect();
-          try {
-            await client.query('SELECT 1');
-          } finally {
-            await client.end();
-          }
-        },
-        `postgres${user ? ` (as user ${user.name})` : ''}`,
-      );
-    } catch (error) {
-      failure = error;
-      await server.stop();
-      continue;
-    }
-    return {
-      url,
-      password,
-      port,
-      async stop() {
-        await server.stop();
-        await rm(directory, { recursive: true, force: true });
-      },
-    };
-  }
-  await rm(directory, { recursive: true, force: true });
-  throw failure;
+  return startOnFreePort({
+    directory,
+    password,
+    what: `postgres${user ? ` (as user ${user.name})` : ''}`,
+    launch: (port) => ({
+      server: startGuardedProcess(
+        path.join(binaries, 'postgres'),
+        [
+          '-D', data,
+          '-p', String(port),
+          '-c', 'listen_addresses=127.0.0.1',
+          '-c', 'unix_socket_directories=',
+          '-c', 'fsync=off',
+          '-c', 'synchronous_commit=off',
+          '-c', 'full_page_writes=off',
+          '-c', 'max_connections=200',
+        ],
+        // Smart shutdown: sessions a test just ended finish their goodbye instead of being told
+        // the server is going away (which `pg` reports as an error on a client it already let go).
+        { ...as, env, cwd: directory, stopSignal: 'TERM' },
+      ),
+      url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+    }),
+    probe: async (url) => {
+      const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1_000 });
+      client.on('error', () => undefined);
+      await client.connect();
+      try {
+        await client.query('SELECT 1');
+      } finally {
+        await client.end();
+      }
+    },
+  });
 }

@@ -1,19 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { createClient } from 'redis';
-import { freePort, startGuardedProcess, waitUntilReady } from './guarded-process.js';
+import { startGuardedProcess, startOnFreePort, type ThrowawayServer } from './guarded-process.js';
 
 /** A throwaway Redis server for tests. */
-export interface TestRedisServer {
+export interface TestRedisServer extends ThrowawayServer {
   /** `redis://:<password>@127.0.0.1:<port>`. */
   url: string;
-  password: string;
-  port: number;
-  /** Stops the server and removes its folder. */
-  stop(): Promise<void>;
 }
 
 const INSTALL_HINT = 'install it with `apt-get install redis-server` (.ci/run does), or set REDIS_SERVER to its path';
@@ -33,45 +29,27 @@ export async function startRedisServer(): Promise<TestRedisServer> {
   const binary = findRedisServer();
   const directory = await mkdtemp(path.join(os.tmpdir(), 'org-redis-test-'));
   const password = randomUUID();
-  let failure: unknown;
-  for (let attempt = 0; attempt < 3; attempt += 1) {
-    const port = await freePort();
-    const server = startGuardedProcess(
-      binary,
-      ['--port', String(port), '--bind', '127.0.0.1', '--requirepass', password, '--save', '', '--appendonly', 'no', '--dir', directory],
-      { cwd: directory },
-    );
-    const url = `redis://:${password}@127.0.0.1:${port}`;
-    try {
-      await waitUntilReady(
-        server,
-        async () => {
-          const client = createClient({ url, socket: { reconnectStrategy: false, connectTimeout: 1_000 } });
-          client.on('error', () => undefined);
-          await client.connect();
-          try {
-            await client.ping();
-          } finally {
-            await client.close();
-          }
-        },
-        'redis-server',
-      );
-    } catch (error) {
-      failure = error;
-      await server.stop();
-      continue;
-    }
-    return {
-      url,
-      password,
-      port,
-      async stop() {
-        await server.stop();
-        await rm(directory, { recursive: true, force: true });
-      },
-    };
-  }
-  await rm(directory, { recursive: true, force: true });
-  throw failure;
+  return startOnFreePort({
+    directory,
+    password,
+    what: 'redis-server',
+    launch: (port) => ({
+      server: startGuardedProcess(
+        binary,
+        ['--port', String(port), '--bind', '127.0.0.1', '--requirepass', password, '--save', '', '--appendonly', 'no', '--dir', directory],
+        { cwd: directory },
+      ),
+      url: `redis://:${password}@127.0.0.1:${port}`,
+    }),
+    probe: async (url) => {
+      const client = createClient({ url, socket: { reconnectStrategy: false, connectTimeout: 1_000 } });
+      client.on('error', () => undefined);
+      await client.connect();
+      try {
+        await client.ping();
+      } finally {
+        await client.close();
+      }
+    },
+  });
 }
