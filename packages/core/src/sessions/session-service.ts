@@ -131,7 +131,6 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
   const createEventJournal = (sessionId: string, channel: string, segment: LocalSegment) => {
     let nextIndex = 0;
     let pending: string[] = [];
-    let lastAnnounced = -1;
     let timer: ReturnType<typeof setTimeout> | undefined;
     let chain: Promise<void> = Promise.resolve();
     let failure: unknown;
@@ -139,12 +138,9 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       if (pending.length === 0) return;
       const batch = pending;
       pending = [];
+      // Batches go to the log one after another, so each announces a later index than the last.
       const first = await log.append(sessionId, batch);
-      const last = first + batch.length - 1;
-      if (last > lastAnnounced) {
-        lastAnnounced = last;
-        await bus.publish(channel, `e:${last}`).catch(() => undefined);
-      }
+      await bus.publish(channel, `e:${first + batch.length - 1}`).catch(() => undefined);
     };
     const schedule = (): Promise<void> => {
       if (timer !== undefined) clearTimeout(timer);

@@ -105,13 +105,9 @@ export function createSseEventStream<T>(items: AsyncIterable<T>, options: SseEve
               flush(controller);
               return;
             }
-            flushSoon ??= setTimeout(() => {
-              flushSoon = undefined;
-              if (!finished) flush(controller);
-            }, 0);
+            flushSoon ??= setTimeout(() => flush(controller), 0);
           }
         } catch (error) {
-          flush(controller);
           stopTimer();
           throw error;
         }
