@@ -18,7 +18,7 @@ import {
   type MockGeminiAnswer,
   type MockGeminiRequest,
 } from './test-support/mock-gemini.js';
-import { startDevProcess } from './test-support.js';
+import { startDevProcess, stopProcess } from './test-support.js';
 
 const TEST_TIMEOUT_MS = 120_000;
 const GEMINI_API_KEY = 'mock-gemini-key';
@@ -27,12 +27,7 @@ const children: ChildProcess[] = [];
 const cleanups: Array<() => Promise<void>> = [];
 
 afterEach(async () => {
-  for (const child of children.splice(0)) {
-    if (child.exitCode !== null || child.signalCode !== null) continue;
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    child.kill('SIGKILL');
-    await exited;
-  }
+  for (const child of children.splice(0)) await stopProcess(child, 'SIGKILL');
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
 });
 

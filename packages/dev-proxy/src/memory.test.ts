@@ -7,7 +7,7 @@ import { serve, type RunningServer } from '@org/adapter-node';
 import type { JsonObject } from '@org/core';
 import { createFakeGoogleDrive, createScriptedGemini, functionCallChunk, type FakeGoogleDrive, type ScriptedGemini, type ScriptedRequest } from '@org/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cli, startDevProcess } from './test-support.js';
+import { cli, startDevProcess, stopProcess } from './test-support.js';
 
 interface Scenario {
   graph: { url: string; title: string };
@@ -85,13 +85,6 @@ afterAll(async () => {
   if (storeDirectory) await rm(storeDirectory, { recursive: true, force: true });
 });
 
-async function stop(child: ChildProcess | undefined): Promise<void> {
-  if (!child || child.exitCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGTERM');
-  await exited;
-}
-
 describe('dev server with memory: a scripted model, the fake Drive + Sheets, two processes', () => {
   it('keeps sheets and the chat log of one run (suspend and resume included) for a later run of the same graph', async () => {
     const env = { GEMINI_BASE_URL: `${model.url}/v1beta`, GOOGLE_API_BASE_URL: google.url, INTERACTION_STORE_DIR: storeDirectory };
@@ -131,7 +124,7 @@ describe('dev server with memory: a scripted model, the fake Drive + Sheets, two
     const spreadsheetId = fake.files()[0]?.id as string;
     expect(fake.sheets(spreadsheetId)?.map((sheet) => sheet.title)).toEqual(['intro', '__chat_log__', 'Scores']);
     expect(fake.sheetValues(spreadsheetId, 'Scores')).toEqual(rows);
-    await stop(children.at(-1));
+    await stopProcess(children.at(-1));
 
     // Run 2, in a new process: the rows and the earlier conversation are there.
     const second = await startDevProcess(env, children);

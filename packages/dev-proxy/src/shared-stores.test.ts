@@ -2,7 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { parseSseStream } from '@org/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDevProcess, startPostgresServer, startRedisServer } from './test-support.js';
+import { startDevProcess, startPostgresServer, startRedisServer, stopProcess } from './test-support.js';
 import { waitFor } from './test-support/agent-client.js';
 import { callChunk, lastFunctionResponse, objectiveOf, startMockGemini, thoughtOf, type MockGeminiAnswer, type MockGeminiRequest } from './test-support/mock-gemini.js';
 
@@ -126,15 +126,6 @@ async function readAll(instance: Instance, sessionId: string): Promise<Event[]> 
 
 const indexes = (events: Event[]) => events.map((event) => event.id);
 const zeroTo = (count: number) => Array.from({ length: count }, (_, index) => index);
-
-async function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill(signal);
-  const forced = setTimeout(() => child.kill('SIGKILL'), 10_000);
-  await exited;
-  clearTimeout(forced);
-}
 
 const stores = [
   {

@@ -25,6 +25,16 @@ export function startDevProcess(env: Record<string, string>, children: ChildProc
   });
 }
 
+/** Stops a process with `signal` (SIGKILL after 10 s if it is still there) and waits for it to exit. */
+export async function stopProcess(child: ChildProcess | undefined, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill(signal);
+  const forced = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(forced);
+}
+
 // Throwaway Redis and PostgreSQL servers on free loopback ports, the same helpers the store tests
 // of adapter-node use (not part of any package's exports).
 export { startRedisServer, type TestRedisServer } from '../../adapter-node/src/test-support/start-redis-server.js';
