@@ -8,7 +8,7 @@ import { bundleForBrowser, launchChromium, type Browser } from '@org/browser-tes
 import type { AgentUIMessage } from '@org/core/ai-sdk';
 import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithToolCalls, type ChatState, type ChatStatus, type UIMessage } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDevProcess } from './test-support.js';
+import { startDevProcess } from './test-support/dev-process.js';
 
 const OBJECTIVE = 'Ask for my name, then let me pick a time of day, and greet me.';
 const artifacts = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../test-results');

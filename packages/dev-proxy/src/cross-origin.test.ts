@@ -8,7 +8,7 @@ import { bundleForBrowser, launchChromium, type Browser, type Page } from '@org/
 import { createAgentHandler, createGeminiBackendClient } from '@org/core/http';
 import { createMemoryInteractionStore, createSimulatedGemini } from '@org/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDevProcess } from './test-support.js';
+import { startDevProcess } from './test-support/dev-process.js';
 
 // Three origins on loopback: the dev server (a real `pnpm dev` process), a site that serves the
 // page, and a server built on the library defaults.

@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { cli, startDevProcess } from './test-support.js';
+import { cli, startDevProcess } from './test-support/dev-process.js';
 
 const children: ChildProcess[] = [];
 let storeDirectory = '';

@@ -18,7 +18,7 @@ import {
   type MockGeminiAnswer,
   type MockGeminiRequest,
 } from './test-support/mock-gemini.js';
-import { startDevProcess, stopProcess } from './test-support.js';
+import { startDevProcess, stopProcess } from './test-support/dev-process.js';
 
 const TEST_TIMEOUT_MS = 120_000;
 const GEMINI_API_KEY = 'mock-gemini-key';

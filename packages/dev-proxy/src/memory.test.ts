@@ -7,7 +7,7 @@ import { serve, type RunningServer } from '@org/adapter-node';
 import type { JsonObject } from '@org/core';
 import { createFakeGoogleDrive, createScriptedGemini, functionCallChunk, type FakeGoogleDrive, type ScriptedGemini, type ScriptedRequest } from '@org/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cli, startDevProcess, stopProcess } from './test-support.js';
+import { cli, startDevProcess, stopProcess } from './test-support/dev-process.js';
 
 interface Scenario {
   graph: { url: string; title: string };

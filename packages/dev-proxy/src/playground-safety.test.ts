@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { serve, type RunningServer } from '@org/adapter-node';
 import { bundleForBrowser, launchChromium, type Browser, type Page } from '@org/browser-testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDevProcess } from './test-support.js';
+import { startDevProcess } from './test-support/dev-process.js';
 
 const HOSTILE_MARKDOWN = [
   '**Bold** and _quiet_ words.',

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launchChromium, type Browser } from '@org/browser-testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDevProcess } from './test-support.js';
+import { startDevProcess } from './test-support/dev-process.js';
 
 const artifacts = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../test-results');
 const children: ChildProcess[] = [];

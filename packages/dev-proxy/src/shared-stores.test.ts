@@ -2,7 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { parseSseStream } from '@org/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDevProcess, startPostgresServer, startRedisServer, stopProcess } from './test-support.js';
+import { startDevProcess, startPostgresServer, startRedisServer, stopProcess } from './test-support/dev-process.js';
 import { waitFor } from './test-support/agent-client.js';
 import { callChunk, lastFunctionResponse, objectiveOf, startMockGemini, thoughtOf, type MockGeminiAnswer, type MockGeminiRequest } from './test-support/mock-gemini.js';
 

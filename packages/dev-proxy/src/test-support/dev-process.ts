@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** The built CLI, as `pnpm dev` runs it. */
-export const cli = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../dist/cli.js');
+export const cli = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/cli.js');
 
 /** Starts `dist/cli.js` on a free port; resolves with its URL and banner once it is listening. */
 export function startDevProcess(env: Record<string, string>, children: ChildProcess[]): Promise<{ url: string; banner: string }> {
@@ -37,5 +37,5 @@ export async function stopProcess(child: ChildProcess | undefined, signal: NodeJ
 
 // Throwaway Redis and PostgreSQL servers on free loopback ports, the same helpers the store tests
 // of adapter-node use (not part of any package's exports).
-export { startRedisServer, type TestRedisServer } from '../../adapter-node/src/test-support/start-redis-server.js';
-export { startPostgresServer, type TestPostgresServer } from '../../adapter-node/src/test-support/start-postgres-server.js';
+export { startRedisServer, type TestRedisServer } from '../../../adapter-node/src/test-support/start-redis-server.js';
+export { startPostgresServer, type TestPostgresServer } from '../../../adapter-node/src/test-support/start-postgres-server.js';
