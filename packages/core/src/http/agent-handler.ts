@@ -173,7 +173,7 @@ async function startLegacy(
 ): Promise<ReadableStream<Uint8Array>> {
   const sessionId = await service.start(start, context, chosenId === undefined ? {} : { sessionId: chosenId });
   const reading = new AbortController();
-  return toSseStream(service.events(sessionId, -1, reading.signal), requestSignal, keepAliveMs, () => {
+  return toSseStream(service.eventBatches(sessionId, -1, reading.signal), requestSignal, keepAliveMs, () => {
     reading.abort();
     void service.cancel(sessionId, context).catch(() => undefined);
   });
@@ -219,16 +219,16 @@ async function resumeLegacy(
     return singleEvent({ error: { message, code: failure.code } });
   }
   const reading = new AbortController();
-  return toSseStream(service.events(sessionId, info.eventCount - 1, reading.signal), requestSignal, keepAliveMs, () => {
+  return toSseStream(service.eventBatches(sessionId, info.eventCount - 1, reading.signal), requestSignal, keepAliveMs, () => {
     reading.abort();
     service.interrupt(sessionId);
   });
 }
 
 /** A run's events as session events (the path for interactions saved outside sessions). */
-async function* runEvents(events: AsyncGenerator<RunEvent>): AsyncGenerator<SessionEvent> {
+async function* runEvents(events: AsyncGenerator<RunEvent>): AsyncGenerator<SessionEvent[]> {
   let index = 0;
-  for await (const event of events) yield { index: index++, json: JSON.stringify(toWireEvent(event)) };
+  for await (const event of events) yield [{ index: index++, json: JSON.stringify(toWireEvent(event)) }];
 }
 
 function singleEvent(payload: object): ReadableStream<Uint8Array> {
@@ -306,7 +306,7 @@ export function requireJson(request: Request): void {
  * `onLeave` runs when the client goes away before the segment ends.
  */
 function toSseStream(
-  events: AsyncGenerator<SessionEvent>,
+  events: AsyncGenerator<SessionEvent[]>,
   requestSignal: AbortSignal,
   keepAliveMs: number,
   onLeave: () => void,
@@ -318,7 +318,7 @@ function toSseStream(
     onLeave();
   };
   requestSignal.addEventListener('abort', leave, { once: true });
-  async function* untilEnd(): AsyncGenerator<SessionEvent> {
+  async function* untilEnd(): AsyncGenerator<SessionEvent[]> {
     try {
       yield* events;
     } finally {
@@ -327,7 +327,14 @@ function toSseStream(
       finished = true;
     }
   }
-  return createSseEventStream(untilEnd(), { encode: (event) => `data: ${event.json}\n\n`, keepAliveMs, onCancel: leave });
+  return createSseEventStream(untilEnd(), { encode: dataLines, keepAliveMs, onCancel: leave });
+}
+
+/** Events as `data:` frames, one after another. */
+function dataLines(batch: readonly SessionEvent[]): string {
+  let text = '';
+  for (const event of batch) text += `data: ${event.json}\n\n`;
+  return text;
 }
 
 /** The body as text, refused with `PAYLOAD_TOO_LARGE` once it passes `maxBytes` (declared or streamed). */

@@ -77,7 +77,7 @@ export function createSessionsEndpoint(options: SessionsEndpointOptions): (reque
       allow(request, 'GET', url);
       const after = cursorOf(url, request);
       await service.status(sessionId);
-      return new Response(sessionStream(service.events(sessionId, after, request.signal), sessionId, options.keepAliveMs), {
+      return new Response(sessionStream(service.eventBatches(sessionId, after, request.signal), sessionId, options.keepAliveMs), {
         status: 200,
         headers: {
           'content-type': 'text/event-stream; charset=utf-8',
@@ -102,11 +102,15 @@ function cursorOf(url: URL, request: Request): number {
   return value;
 }
 
-function sessionStream(events: AsyncGenerator<SessionEvent>, sessionId: string, keepAliveMs: number): ReadableStream<Uint8Array> {
+function sessionStream(events: AsyncGenerator<SessionEvent[]>, sessionId: string, keepAliveMs: number): ReadableStream<Uint8Array> {
   async function* frames(): AsyncGenerator<string> {
     yield encodeSseEvent(JSON.stringify({ sessionId }), { event: 'start' });
     try {
-      for await (const event of events) yield `event: event\nid: ${event.index}\ndata: ${event.json}\n\n`;
+      for await (const batch of events) {
+        let text = '';
+        for (const event of batch) text += `event: event\nid: ${event.index}\ndata: ${event.json}\n\n`;
+        yield text;
+      }
     } catch (error) {
       const failure = toAgentError(error);
       yield encodeSseEvent(JSON.stringify({ error: { message: failure.message, code: failure.code } }), { event: 'event' });

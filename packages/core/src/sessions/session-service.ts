@@ -82,6 +82,12 @@ export interface SessionService {
    * `next()`) when there is none.
    */
   events(sessionId: string, after: number, signal?: AbortSignal): AsyncGenerator<SessionEvent>;
+  /**
+   * The same events as {@link SessionService.events}, in arrays of those that were ready together
+   * (never empty): a transport that writes many events at once pays for one wait per array
+   * instead of one per event.
+   */
+  eventBatches(sessionId: string, after: number, signal?: AbortSignal): AsyncGenerator<SessionEvent[]>;
   /** The session an interaction belongs to, if it was saved by a session. */
   sessionOf(interactionId: string, ports: AgentPorts): Promise<string | undefined>;
   /**
@@ -125,12 +131,15 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
 
   /**
    * Appends a segment's events to the log and announces them, in batches: events that arrive
-   * together go to the log in one append and to the bus in one message. Local readers get each
-   * event at once, numbered here: while a segment runs, its instance is the log's only writer.
+   * together go to the log in one append, to the bus in one message, and to local readers in one
+   * hand-over, ahead of the append. They are numbered here: while a segment runs, its instance is
+   * the log's only writer.
    */
   const createEventJournal = (sessionId: string, channel: string, segment: LocalSegment) => {
     let nextIndex = 0;
     let pending: string[] = [];
+    /** Events not yet handed to local readers. */
+    let handOver: SessionEvent[] = [];
     let timer: ReturnType<typeof setTimeout> | undefined;
     let chain: Promise<void> = Promise.resolve();
     let failure: unknown;
@@ -145,6 +154,11 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
     const schedule = (): Promise<void> => {
       if (timer !== undefined) clearTimeout(timer);
       timer = undefined;
+      if (handOver.length > 0) {
+        const events = handOver;
+        handOver = [];
+        for (const reader of segment.readers) reader(events);
+      }
       chain = chain.then(write).catch((error: unknown) => {
         failure ??= error;
       });
@@ -158,7 +172,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
         const index = nextIndex;
         nextIndex += 1;
         pending.push(json);
-        for (const reader of segment.readers) reader({ index, json });
+        handOver.push({ index, json });
         // A burst goes out together on the next turn of the event loop; a long one in slices.
         if (pending.length >= JOURNAL_BATCH) void schedule();
         else timer ??= setTimeout(() => void schedule(), 0);
@@ -309,6 +323,108 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
     return true;
   };
 
+  /** The reading behind `events` and `eventBatches`: each array holds what was ready together. */
+  async function* batches(sessionId: string, after: number, signal?: AbortSignal): AsyncGenerator<SessionEvent[]> {
+    await info(sessionId);
+    let cursor = after;
+    // Subscribe first, then read the log: an event appended in between is announced to us.
+    const inbox: string[] = [];
+    const early: SessionEvent[] = [];
+    let wake: (() => void) | undefined;
+    const rouse = () => {
+      const resolve = wake;
+      wake = undefined;
+      resolve?.();
+    };
+    const subscription = await bus.subscribe(channelOf(sessionId), (message) => {
+      inbox.push(message);
+      rouse();
+    });
+    // A segment running in this process hands its events over directly, ahead of the log.
+    const reader = (events: readonly SessionEvent[]) => {
+      for (const event of events) early.push(event);
+      rouse();
+    };
+    signal?.addEventListener('abort', rouse, { once: true });
+    let attached: LocalSegment | undefined;
+    // A log may return fewer events than asked (a byte budget): only an empty read is the end.
+    const drain = async function* (): AsyncGenerator<SessionEvent[]> {
+      for (;;) {
+        const read = await log.read(sessionId, cursor, BATCH);
+        if (read.length === 0) return;
+        const batch = new Array<SessionEvent>(read.length);
+        for (let at = 0; at < read.length; at += 1) {
+          cursor += 1;
+          batch[at] = { index: cursor, json: read[at] as string };
+        }
+        yield batch;
+      }
+    };
+    try {
+      yield* drain();
+      for (;;) {
+        const current = await log.get(sessionId);
+        if (!current || current.status !== 'running' || signal?.aborted) {
+          // A segment that just ended may have appended after our last read.
+          yield* drain();
+          return;
+        }
+        const segment = local.get(sessionId);
+        if (segment !== attached) {
+          attached?.readers.delete(reader);
+          segment?.readers.add(reader);
+          attached = segment;
+        }
+        for (;;) {
+          // Handed-over events the log already gave us are dropped; the ones right after the cursor go out together.
+          let skip = 0;
+          while (skip < early.length && (early[skip] as SessionEvent).index <= cursor) skip += 1;
+          let take = skip;
+          while (take < early.length && (early[take] as SessionEvent).index === cursor + 1 + take - skip) take += 1;
+          if (take > skip) {
+            const batch = early.slice(skip, take);
+            early.splice(0, take);
+            cursor = (batch[batch.length - 1] as SessionEvent).index;
+            yield batch;
+          } else if (skip > 0) {
+            early.splice(0, skip);
+          }
+          let behind = early.length > 0;
+          let ended = false;
+          for (const message of inbox.splice(0)) {
+            if (message.startsWith('e:')) behind ||= Number(message.slice(2)) > cursor;
+            else if (message === 'end') ended = true;
+          }
+          let stalled = false;
+          if (behind) {
+            // Events handed over ahead of the log with a gap before them: wait until the log has the gap.
+            const before = cursor;
+            yield* drain();
+            stalled = cursor === before && early.length > 0;
+          }
+          if (ended || signal?.aborted) break;
+          if ((early.length > 0 && !stalled) || inbox.length > 0) continue;
+          const heard = await new Promise<boolean>((resolve) => {
+            const timer = setTimeout(() => resolve(false), livenessMs);
+            wake = () => {
+              clearTimeout(timer);
+              resolve(true);
+            };
+          });
+          if (!heard) {
+            // Quiet for a long time: if its instance died, this one takes it over.
+            if (!local.has(sessionId)) await pickUp(sessionId, current);
+            break;
+          }
+        }
+      }
+    } finally {
+      attached?.readers.delete(reader);
+      signal?.removeEventListener('abort', rouse);
+      await subscription.close().catch(() => undefined);
+    }
+  }
+
   return {
     async start(request, context, startOptions) {
       const sessionId = startOptions?.sessionId ?? crypto.randomUUID();
@@ -363,96 +479,10 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
     status: info,
 
     async *events(sessionId, after, signal) {
-      await info(sessionId);
-      let cursor = after;
-      // Subscribe first, then read the log: an event appended in between is announced to us.
-      const inbox: string[] = [];
-      const early: SessionEvent[] = [];
-      let wake: (() => void) | undefined;
-      const rouse = () => {
-        const resolve = wake;
-        wake = undefined;
-        resolve?.();
-      };
-      const subscription = await bus.subscribe(channelOf(sessionId), (message) => {
-        inbox.push(message);
-        rouse();
-      });
-      // A segment running in this process hands its events over directly, ahead of the log.
-      const reader = (event: SessionEvent) => {
-        early.push(event);
-        rouse();
-      };
-      signal?.addEventListener('abort', rouse, { once: true });
-      let attached: LocalSegment | undefined;
-      // A log may return fewer events than asked (a byte budget): only an empty read is the end.
-      const drain = async function* (): AsyncGenerator<SessionEvent> {
-        for (;;) {
-          const batch = await log.read(sessionId, cursor, BATCH);
-          if (batch.length === 0) return;
-          for (const json of batch) {
-            cursor += 1;
-            yield { index: cursor, json };
-          }
-        }
-      };
-      try {
-        yield* drain();
-        for (;;) {
-          const current = await log.get(sessionId);
-          if (!current || current.status !== 'running' || signal?.aborted) {
-            // A segment that just ended may have appended after our last read.
-            yield* drain();
-            return;
-          }
-          const segment = local.get(sessionId);
-          if (segment !== attached) {
-            attached?.readers.delete(reader);
-            segment?.readers.add(reader);
-            attached = segment;
-          }
-          for (;;) {
-            while (early.length > 0 && (early[0] as SessionEvent).index <= cursor) early.shift();
-            while (early.length > 0 && (early[0] as SessionEvent).index === cursor + 1) {
-              const event = early.shift() as SessionEvent;
-              cursor = event.index;
-              yield event;
-            }
-            let behind = early.length > 0;
-            let ended = false;
-            for (const message of inbox.splice(0)) {
-              if (message.startsWith('e:')) behind ||= Number(message.slice(2)) > cursor;
-              else if (message === 'end') ended = true;
-            }
-            let stalled = false;
-            if (behind) {
-              // Events handed over ahead of the log with a gap before them: wait until the log has the gap.
-              const before = cursor;
-              yield* drain();
-              stalled = cursor === before && early.length > 0;
-            }
-            if (ended || signal?.aborted) break;
-            if ((early.length > 0 && !stalled) || inbox.length > 0) continue;
-            const heard = await new Promise<boolean>((resolve) => {
-              const timer = setTimeout(() => resolve(false), livenessMs);
-              wake = () => {
-                clearTimeout(timer);
-                resolve(true);
-              };
-            });
-            if (!heard) {
-              // Quiet for a long time: if its instance died, this one takes it over.
-              if (!local.has(sessionId)) await pickUp(sessionId, current);
-              break;
-            }
-          }
-        }
-      } finally {
-        attached?.readers.delete(reader);
-        signal?.removeEventListener('abort', rouse);
-        await subscription.close().catch(() => undefined);
-      }
+      for await (const batch of batches(sessionId, after, signal)) yield* batch;
     },
+
+    eventBatches: (sessionId, after, signal) => batches(sessionId, after, signal),
 
     async sessionOf(interactionId, ports) {
       const label = await readInteractionLabel(ports.store, interactionId);
@@ -481,7 +511,7 @@ interface LocalSegment {
   controller: AbortController;
   /** The saved run this instance took over on its own (no caller asked): its interaction id. */
   takenOver?: string;
-  readers: Set<(event: SessionEvent) => void>;
+  readers: Set<(events: readonly SessionEvent[]) => void>;
   /** Stopped by `interrupt` (not a cancel): the session stays resumable. */
   interrupted: boolean;
 }

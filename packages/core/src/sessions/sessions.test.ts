@@ -270,4 +270,25 @@ describe('sessions', () => {
     expect(((await (await a.handle(new Request(`${BASE}${sessionId}/status`))).json()) as { status: string }).status).toBe('cancelled');
     expect(await shared.ports.store.get(sessionId)).toBeUndefined();
   });
+
+  it('hands a burst of events to a reader on the same instance in a few arrays, the same events a replay gives', async () => {
+    const burst = Array.from({ length: 300 }, (_, at) => thoughtChunk(`step ${at}`));
+    const backend = createScriptedBackendClient(() => [...burst, functionCallChunk('system_objective_fulfilled', { objective_outcome: 'done' })]);
+    const service = createSessionService({ log: createMemorySessionLog(), bus: createMemoryEventBus() });
+    const sessionId = await service.start({ segments: [{ type: 'text', text: 'Think' }] }, { ports: { backend, store: createMemoryInteractionStore() }, runOptions: { mode: 'chat' } });
+    const batches: { index: number; json: string }[][] = [];
+    for await (const batch of service.eventBatches(sessionId, -1)) batches.push(batch);
+    const live = batches.flat();
+    expect(live.length).toBeGreaterThan(300);
+    expect(live.map((event) => event.index)).toEqual(live.map((_event, at) => at));
+    expect(batches.every((batch) => batch.length > 0)).toBe(true);
+    // Events that were ready together came together: far fewer waits than events.
+    expect(batches.length).toBeLessThan(live.length / 10);
+    const replayed: { index: number; json: string }[] = [];
+    for await (const event of service.events(sessionId, -1)) replayed.push(event);
+    expect(replayed).toEqual(live);
+    expect(live.filter((event) => event.json.startsWith('{"thought"')).map((event) => (JSON.parse(event.json) as { thought: { text: string } }).thought.text)).toEqual(
+      burst.map((_chunk, at) => `step ${at}`),
+    );
+  });
 });
