@@ -5,7 +5,6 @@
  */
 export class EventChannel<T> {
   #buffer: T[] = [];
-  #head = 0;
   #closed = false;
   #failure: { error: unknown } | undefined;
   #waiter: (() => void) | undefined;
@@ -29,25 +28,36 @@ export class EventChannel<T> {
     return this.#closed;
   }
 
+  /**
+   * Everything queued, in order, leaving the queue empty. An empty array from a closed channel is
+   * its end: then the error it was closed with, if any, is thrown.
+   */
+  takeAll(): T[] {
+    if (this.#buffer.length > 0) {
+      const items = this.#buffer;
+      this.#buffer = [];
+      return items;
+    }
+    if (this.#closed && this.#failure) throw this.#failure.error;
+    return [];
+  }
+
+  /** Resolves once something is queued or the channel closes (at once if either is so already). */
+  ready(): Promise<void> {
+    if (this.#buffer.length > 0 || this.#closed) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      this.#waiter = resolve;
+    });
+  }
+
   async *[Symbol.asyncIterator](): AsyncGenerator<T> {
     for (;;) {
-      if (this.#head < this.#buffer.length) {
-        const item = this.#buffer[this.#head] as T;
-        this.#head += 1;
-        if (this.#head > 1024 && this.#head * 2 > this.#buffer.length) {
-          this.#buffer = this.#buffer.slice(this.#head);
-          this.#head = 0;
-        }
-        yield item;
-        continue;
-      }
-      if (this.#closed) {
-        if (this.#failure) throw this.#failure.error;
-        return;
-      }
-      await new Promise<void>((resolve) => {
-        this.#waiter = resolve;
-      });
+      const items = this.takeAll();
+      // One wait per burst, not per item.
+      for (const item of items) yield item;
+      if (items.length > 0) continue;
+      if (this.#closed) return;
+      await this.ready();
     }
   }
 

@@ -40,20 +40,21 @@ export function retriedByBackend(error: AgentError): boolean {
  * Iterates a model stream under the policy's timeouts. One timer per request, re-armed only
  * when it fires, so a chunk costs a clock read. On a timeout `controller` is aborted (the
  * request stops) and the iteration throws `TIMEOUT`, even from a stream that ignores the abort.
+ * A plain iterator rather than a generator: each chunk is one small promise, nothing more.
  */
-export async function* guardModelStream<T>(
+export function guardModelStream<T>(
   stream: AsyncIterable<T>,
   controller: AbortController,
   policy: Required<ModelPolicy>,
-): AsyncGenerator<T> {
+): AsyncIterableIterator<T> {
   const iterator = stream[Symbol.asyncIterator]();
   const started = Date.now();
   let lastChunk = started;
   let timeout: AgentError | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
-  // The wait for the next chunk in progress, failed at once when the timer fires: one small
-  // promise per chunk instead of a race against a long-lived one.
-  let failWaiting: ((error: AgentError) => void) | undefined;
+  let finished = false;
+  // The wait for the next chunk in progress, failed at once when the timer fires.
+  let failWaiting: ((error: unknown) => void) | undefined;
   const fire = (error: AgentError): void => {
     timeout = error;
     controller.abort(error);
@@ -67,35 +68,46 @@ export async function* guardModelStream<T>(
     else if (idleLeft <= 0) fire(new AgentError('TIMEOUT', `The model sent nothing for ${policy.idleTimeoutMs} ms`));
     else timer = setTimeout(arm, Math.min(idleLeft, totalLeft));
   };
-  const nextChunk = (): Promise<IteratorResult<T>> =>
-    new Promise<IteratorResult<T>>((resolve, reject) => {
-      if (timeout) {
-        reject(timeout);
-        return;
-      }
-      failWaiting = reject;
-      iterator.next().then(resolve, reject);
-    });
-  arm();
-  let done = false;
-  try {
-    for (;;) {
-      const next = await nextChunk();
-      failWaiting = undefined;
-      if (next.done) {
-        done = true;
-        return;
-      }
-      lastChunk = Date.now();
-      yield next.value;
-    }
-  } catch (error) {
-    throw timeout ?? toAgentError(error);
-  } finally {
+  /** Stops the timer; a stream left before its end (a timeout, an error, the consumer left) releases its request. */
+  const finish = (releaseStream: boolean): void => {
+    if (finished) return;
+    finished = true;
     clearTimeout(timer);
-    // Stopped early (a timeout, an error, the consumer left): let the stream release its request.
-    if (!done) void Promise.resolve(iterator.return?.()).catch(() => undefined);
-  }
+    if (releaseStream) void Promise.resolve(iterator.return?.()).catch(() => undefined);
+  };
+  arm();
+  return {
+    next(): Promise<IteratorResult<T>> {
+      if (finished) return Promise.resolve({ done: true, value: undefined });
+      return new Promise<IteratorResult<T>>((resolve, reject) => {
+        const fail = (error: unknown): void => {
+          failWaiting = undefined;
+          finish(true);
+          reject(timeout ?? toAgentError(error));
+        };
+        if (timeout) {
+          fail(timeout);
+          return;
+        }
+        failWaiting = fail;
+        iterator.next().then((next) => {
+          // Already failed by the timer: the late chunk is dropped.
+          if (failWaiting !== fail) return;
+          failWaiting = undefined;
+          if (next.done) finish(false);
+          else lastChunk = Date.now();
+          resolve(next);
+        }, fail);
+      });
+    },
+    return(): Promise<IteratorResult<T>> {
+      finish(true);
+      return Promise.resolve({ done: true, value: undefined });
+    },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
 }
 
 /** The wait before retry `attempt` (1-based): exponential with jitter, capped. */

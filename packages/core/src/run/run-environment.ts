@@ -38,7 +38,14 @@ export async function* driveRun(
     })
     .finally(() => channel.close());
   try {
-    yield* channel;
+    // Read straight from the channel: one generator step per event, one wait per burst.
+    for (;;) {
+      const events = channel.takeAll();
+      for (const event of events) yield event;
+      if (events.length > 0) continue;
+      if (channel.closed) return;
+      await channel.ready();
+    }
   } finally {
     options.signal?.removeEventListener('abort', forwardAbort);
     if (!channel.closed) controller.abort(new AgentError('ABORTED', 'Run was stopped'));
