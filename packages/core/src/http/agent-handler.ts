@@ -70,7 +70,8 @@ export interface AgentHandlerOptions {
   resolveOwner?: (accessToken: string | undefined) => string | undefined | Promise<string | undefined>;
   /**
    * Sessions (`/v1beta1/sessions/*`, and `streamRunAgent` runs on the same machinery). Default: a
-   * log and a bus in this process, which serve one instance. Share a Redis or PostgreSQL log and
+   * log and a bus in this process, which serve one instance (the log holds 64 MiB of events at
+   * most: old sessions give way, see `createMemorySessionLog`). Share a Redis or PostgreSQL log and
    * bus (`@org/adapter-node/redis`, `/postgres`) to span many.
    */
   sessions?: AgentSessionsOptions;

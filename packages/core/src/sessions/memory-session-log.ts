@@ -1,42 +1,88 @@
 import { AgentError } from '../errors/index.js';
 import { DEFAULT_INTERACTION_TTL_MS } from '../interactions/index.js';
-import type { EventBus, SessionInfo, SessionLog } from '../ports/index.js';
+import { TERMINAL_SESSION_STATUSES, type EventBus, type SessionInfo, type SessionLog, type SessionStatus } from '../ports/index.js';
 
 /** Options of {@link createMemorySessionLog}. */
 export interface MemorySessionLogOptions {
   /** Sessions not written for this long are gone. Default 7 days. */
   ttlMs?: number;
+  /**
+   * Most characters of event JSON the log holds in all. Past it, the sessions written longest ago
+   * make room: ended ones first, then suspended or paused ones; a running session is never
+   * dropped. Default 64 MiB.
+   */
+  maxChars?: number;
   /** Clock (epoch ms), for tests of expiry. */
   now?: () => number;
 }
 
+/** Default of {@link MemorySessionLogOptions.maxChars}. */
+const DEFAULT_MAX_CHARS = 64 * 1024 * 1024;
+
+interface StoredSession {
+  info: SessionInfo;
+  events: string[];
+  chars: number;
+  writtenAt: number;
+}
+
 /**
  * An in-memory `SessionLog` for tests and single-process servers: every operation is atomic
- * because nothing else runs during it.
+ * because nothing else runs during it. Its memory is bounded: sessions past their time to live
+ * are swept as others are written, and a character budget makes old sessions give way (see
+ * {@link MemorySessionLogOptions}).
  *
  * @example
  * ```ts
- * const log = createMemorySessionLog();
+ * const log = createMemorySessionLog({ maxChars: 16 * 1024 * 1024 });
  * ```
  */
 export function createMemorySessionLog(options: MemorySessionLogOptions = {}): SessionLog {
-  const sessions = new Map<string, { info: SessionInfo; events: string[]; writtenAt: number }>();
+  /** In the order they were last written: the oldest first. */
+  const sessions = new Map<string, StoredSession>();
   const now = options.now ?? Date.now;
   const ttlMs = options.ttlMs ?? DEFAULT_INTERACTION_TTL_MS;
+  const maxChars = options.maxChars ?? DEFAULT_MAX_CHARS;
+  let totalChars = 0;
+  const drop = (id: string, session: StoredSession) => {
+    sessions.delete(id);
+    totalChars -= session.chars;
+  };
   const live = (id: string) => {
     const session = sessions.get(id);
     if (session && now() - session.writtenAt >= ttlMs) {
-      sessions.delete(id);
+      drop(id, session);
       return undefined;
     }
     return session;
+  };
+  /** Marks a session written now: it moves to the end of the order, and expired ones at the front go. */
+  const written = (id: string, session: StoredSession) => {
+    const at = now();
+    session.writtenAt = at;
+    sessions.delete(id);
+    sessions.set(id, session);
+    for (const [oldId, old] of sessions) {
+      if (at - old.writtenAt < ttlMs) break;
+      drop(oldId, old);
+    }
+  };
+  /** Drops the sessions written longest ago until the events fit: ended ones first, never running ones. */
+  const makeRoom = () => {
+    for (const mayDrop of [isEnded, isWaiting]) {
+      for (const [id, session] of sessions) {
+        if (totalChars <= maxChars) return;
+        if (mayDrop(session.info.status)) drop(id, session);
+      }
+    }
   };
   return {
     async create(id, info) {
       if (live(id)) return false;
       const created: SessionInfo = { status: 'running', eventCount: 0, interactionId: info.interactionId };
       if (info.owner !== undefined) created.owner = info.owner;
-      sessions.set(id, { info: created, events: [], writtenAt: now() });
+      const session: StoredSession = { info: created, events: [], chars: 0, writtenAt: 0 };
+      written(id, session);
       return true;
     },
     async get(id) {
@@ -47,8 +93,15 @@ export function createMemorySessionLog(options: MemorySessionLogOptions = {}): S
       const session = live(id);
       if (!session) throw new AgentError('NOT_FOUND', `Session ${id} not found`);
       const first = session.events.length;
-      session.events.push(...events);
-      session.writtenAt = now();
+      let chars = 0;
+      for (const event of events) {
+        session.events.push(event);
+        chars += event.length;
+      }
+      session.chars += chars;
+      totalChars += chars;
+      written(id, session);
+      if (totalChars > maxChars) makeRoom();
       return first;
     },
     async read(id, after, limit) {
@@ -62,11 +115,15 @@ export function createMemorySessionLog(options: MemorySessionLogOptions = {}): S
       session.info.status = change.status;
       if (change.interactionId === null) delete session.info.interactionId;
       else if (change.interactionId !== undefined) session.info.interactionId = change.interactionId;
-      session.writtenAt = now();
+      written(id, session);
+      if (totalChars > maxChars) makeRoom();
       return true;
     },
   };
 }
+
+const isEnded = (status: SessionStatus): boolean => (TERMINAL_SESSION_STATUSES as readonly string[]).includes(status);
+const isWaiting = (status: SessionStatus): boolean => status === 'suspended' || status === 'paused';
 
 /**
  * An in-memory `EventBus` for one process: messages reach the channel's current subscribers on

@@ -1,0 +1,48 @@
+import { describe, expect, it } from 'vitest';
+import { createMemorySessionLog } from './memory-session-log.js';
+
+const event = (size: number) => `{"thought":{"text":"${'x'.repeat(size - 24)}"}}`;
+
+describe('memory session log bounds', () => {
+  it('makes room past its character budget: ended sessions first, then waiting ones, never a running one', async () => {
+    const log = createMemorySessionLog({ maxChars: 1000 });
+    for (const id of ['ended', 'waiting', 'running', 'newer-ended']) await log.create(id, {});
+    await log.append('ended', [event(300)]);
+    await log.update('ended', { status: 'completed' });
+    await log.append('waiting', [event(300)]);
+    await log.update('waiting', { status: 'suspended', interactionId: 'i1' });
+    await log.append('newer-ended', [event(100)]);
+    await log.update('newer-ended', { status: 'failed' });
+    await log.append('running', [event(200)]);
+    expect(await log.get('ended')).toMatchObject({ status: 'completed', eventCount: 1 });
+
+    // 1,100 characters: the ended session written longest ago gives way, the newer ended one stays.
+    await log.append('running', [event(200)]);
+    expect(await log.get('ended')).toBeUndefined();
+    expect(await log.get('newer-ended')).toMatchObject({ status: 'failed', eventCount: 1 });
+    expect(await log.get('waiting')).toMatchObject({ status: 'suspended', eventCount: 1 });
+
+    // The running session grows on: every other session goes, and it keeps every event.
+    await log.append('running', [event(600)]);
+    expect(await log.get('newer-ended')).toBeUndefined();
+    expect(await log.get('waiting')).toBeUndefined();
+    expect(await log.read('running', -1, 10)).toEqual([event(200), event(200), event(600)]);
+  });
+
+  it('sweeps sessions past their time to live as others are written', async () => {
+    let clock = 0;
+    const log = createMemorySessionLog({ ttlMs: 1000, maxChars: 10_000, now: () => clock });
+    await log.create('old', {});
+    await log.append('old', [event(3000)]);
+    await log.update('old', { status: 'suspended', interactionId: 'i1' });
+    clock = 2000;
+    await log.create('new', {});
+    // The expired session no longer counts against the budget: these fit without evicting anything else.
+    await log.create('other', {});
+    await log.append('other', [event(4000)]);
+    await log.update('other', { status: 'completed' });
+    await log.append('new', [event(4000)]);
+    expect(await log.get('other')).toMatchObject({ eventCount: 1 });
+    expect(await log.get('old')).toBeUndefined();
+  });
+});
