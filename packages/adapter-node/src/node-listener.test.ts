@@ -220,6 +220,7 @@ describe('adapter-node: connection limits', () => {
   it('refuses timeouts and caps that are not positive numbers', () => {
     expect(() => serve({ handler: async () => new Response(), requestTimeoutMs: 0 })).toThrow(/requestTimeoutMs must be a positive number/);
     expect(() => serve({ handler: async () => new Response(), maxConnections: Number.NaN })).toThrow(/maxConnections/);
+    expect(() => serve({ handler: async () => new Response(), flushDelayMs: -1 })).toThrow(/flushDelayMs must be a number of milliseconds of at least 0/);
   });
 });
 
@@ -270,6 +271,56 @@ describe('adapter-node: streaming responses', () => {
     const frames = chunkFrames(await rawGet(server.url, '/events'));
     const expected = Array.from({ length: 1000 }, (_, index) => `data: {"n":${index}}\n\n`).join('');
     expect(frames).toEqual([expected, 'data: "late"\n\n']);
+  });
+
+  it('gathers what a body yields within the flush delay into one write, and writes each event alone without one', async () => {
+    const encoder = new TextEncoder();
+    const trickle = async () =>
+      new Response(
+        new ReadableStream<Uint8Array>({
+          async start(controller) {
+            for (let index = 0; index < 20; index += 1) {
+              controller.enqueue(encoder.encode(`data: {"n":${index}}\n\n`));
+              await new Promise((resolve) => setTimeout(resolve, 2));
+            }
+            controller.close();
+          },
+        }),
+        { headers: { 'content-type': 'text/event-stream' } },
+      );
+    const expected = Array.from({ length: 20 }, (_, index) => `data: {"n":${index}}\n\n`);
+    server = await serve({ handler: trickle, flushDelayMs: 1000 });
+    expect(chunkFrames(await rawGet(server.url, '/events'))).toEqual([expected.join('')]);
+    await server.close();
+    server = await serve({ handler: trickle, flushDelayMs: 0 });
+    const frames = chunkFrames(await rawGet(server.url, '/events'));
+    expect(frames.join('')).toBe(expected.join(''));
+    expect(frames.length).toBeGreaterThan(5);
+  });
+
+  it('sends the status and headers alone when the body has nothing within the flush delay', async () => {
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    server = await serve({
+      flushDelayMs: 5,
+      handler: async () =>
+        new Response(
+          new ReadableStream<Uint8Array>({
+            async start(controller) {
+              await held;
+              controller.enqueue(new TextEncoder().encode('data: "late"\n\n'));
+              controller.close();
+            },
+          }),
+          { status: 202, headers: { 'content-type': 'text/event-stream' } },
+        ),
+    });
+    // The response (status and headers) arrives while the body is still held.
+    const response = await fetch(`${server.url}/events`);
+    expect(response.status).toBe(202);
+    expect(response.headers.get('content-type')).toBe('text/event-stream');
+    release();
+    expect(await response.text()).toBe('data: "late"\n\n');
   });
 
   it('stops reading the body while a client does not read, so the server never buffers without bound', async () => {
