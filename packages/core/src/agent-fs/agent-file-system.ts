@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { AgentError, formatFirstIssue, messageOf } from '../errors/index.js';
 import { textToBase64 } from '../protocol/base64.js';
+import { lazy } from '../protocol/lazy.js';
 import type { Part } from '../protocol/content.js';
 import {
   DEFAULT_MIME_TYPE,
@@ -40,30 +41,33 @@ export interface MountedDirectory {
   list(): Promise<string[]>;
 }
 
-/** One file of a {@link FileSystemSnapshot}: its path and descriptor. */
-export const FileEntrySnapshotSchema = z.object({
-  path: z.string(),
-  data: z.string(),
-  mimeType: z.string(),
-  type: z.enum(['text', 'inlineData', 'fileData', 'storedData']),
-  title: z.string().optional(),
-  resourceKey: z.string().optional(),
-});
-
 /**
  * The saved form of an {@link AgentFileSystem}: plain JSON that survives `JSON.stringify` /
  * `JSON.parse` unchanged. Files are a list so insertion order never depends on key shapes; routes
  * hold only the ones added (`""` and `"/"` are implicit). System files are not saved: whoever
- * restores the file system registers them again.
+ * restores the file system registers them again. Built on first use: only a snapshot that fails
+ * the plain shape check needs it.
  */
-export const FileSystemSnapshotSchema = z.object({
-  files: z.array(FileEntrySnapshotSchema),
-  routes: z.record(z.string(), z.string()),
-  fileCount: z.number().int().nonnegative(),
-});
+export const fileSystemSnapshotSchema = lazy(() =>
+  z.object({
+    files: z.array(
+      // One file: its path and descriptor.
+      z.object({
+        path: z.string(),
+        data: z.string(),
+        mimeType: z.string(),
+        type: z.enum(['text', 'inlineData', 'fileData', 'storedData']),
+        title: z.string().optional(),
+        resourceKey: z.string().optional(),
+      }),
+    ),
+    routes: z.record(z.string(), z.string()),
+    fileCount: z.number().int().nonnegative(),
+  }),
+);
 
-/** The saved form of an {@link AgentFileSystem}, see {@link FileSystemSnapshotSchema}. */
-export type FileSystemSnapshot = z.infer<typeof FileSystemSnapshotSchema>;
+/** The saved form of an {@link AgentFileSystem}, see {@link fileSystemSnapshotSchema}. */
+export type FileSystemSnapshot = z.infer<ReturnType<typeof fileSystemSnapshotSchema>>;
 
 /** The longest excerpt of an unsupported part quoted in an error message. */
 const MAX_QUOTED_PART_LENGTH = 200;
@@ -319,7 +323,7 @@ export class AgentFileSystem {
     // Resuming is on the hot path: a plain shape check first, the schema only to name what is wrong.
     let data = snapshot;
     if (!looksLikeSnapshot(snapshot)) {
-      const parsed = FileSystemSnapshotSchema.safeParse(snapshot);
+      const parsed = fileSystemSnapshotSchema().safeParse(snapshot);
       if (!parsed.success) {
         throw new AgentError('STORE_ERROR', `Invalid file system snapshot: ${formatFirstIssue('', parsed.error.issues).text}`);
       }
@@ -357,7 +361,7 @@ export class AgentFileSystem {
 
 const FILE_TYPES: ReadonlySet<unknown> = new Set(['text', 'inlineData', 'fileData', 'storedData']);
 
-/** Whether `value` has exactly the shape {@link FileSystemSnapshotSchema} accepts (checked by hand: no allocation). */
+/** Whether `value` has exactly the shape {@link fileSystemSnapshotSchema} accepts (checked by hand: no allocation). */
 function looksLikeSnapshot(value: unknown): value is FileSystemSnapshot {
   if (typeof value !== 'object' || value === null) return false;
   const { files, routes, fileCount } = value as Partial<FileSystemSnapshot>;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AgentFileSystem } from './agent-file-system.js';
-import { TaskNodeSchema, TaskTreeManager, type TaskNode, type TaskTreeSnapshot } from './task-tree-manager.js';
+import { taskNodeSchema, TaskTreeManager, type TaskNode, type TaskTreeSnapshot } from './task-tree-manager.js';
 
 function sampleTree(): TaskNode {
   return {
@@ -113,8 +113,8 @@ describe('TaskTreeManager', () => {
   });
 
   it('validates nested task trees with its schema', () => {
-    expect(TaskNodeSchema.safeParse(sampleTree()).success).toBe(true);
+    expect(taskNodeSchema().safeParse(sampleTree()).success).toBe(true);
     const bad = { ...sampleTree(), subtasks: [{ task_id: 'task_002', description: 'x', execution_mode: 'serial' }] };
-    expect(TaskNodeSchema.safeParse(bad).success).toBe(false);
+    expect(taskNodeSchema().safeParse(bad).success).toBe(false);
   });
 });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { AgentError, formatFirstIssue } from '../errors/index.js';
-import { assertSupportedZod } from '../protocol/zod-version.js';
+import { lazy } from '../protocol/lazy.js';
 import type { AgentFileSystem } from './agent-file-system.js';
 
 /** Where the task tree is saved in the agent file system. */
@@ -15,26 +15,31 @@ export interface TaskNode {
   subtasks?: TaskNode[];
 }
 
-/** The task node schema; the model sends it as `system_create_task_tree`'s `task_tree`. */
-// This schema uses zod 4 API at load time: check the zod first, for a clear error on zod 3.
-assertSupportedZod();
-
-export const TaskNodeSchema: z.ZodType<TaskNode> = z.object({
-  task_id: z.string().describe('The id of the task, like "task_001".'),
-  description: z.string().describe('What the task does.'),
-  execution_mode: z.enum(['serial', 'concurrent']).describe('Whether the subtasks run one after another or together.'),
-  status: z.enum(['not_started', 'in_progress', 'complete']),
-  get subtasks() {
-    return z.array(TaskNodeSchema).optional().describe('The tasks this task breaks down into.');
-  },
-  // Named so a declaration refers to the recursive node as `#/$defs/TaskNode`.
-}).meta({ id: 'TaskNode' });
+/**
+ * The task node schema; the model sends it as `system_create_task_tree`'s `task_tree`. Built on
+ * first use (the system group's declaration, or a snapshot with a tree to check).
+ */
+export const taskNodeSchema = lazy(
+  (): z.ZodType<TaskNode> =>
+    z
+      .object({
+        task_id: z.string().describe('The id of the task, like "task_001".'),
+        description: z.string().describe('What the task does.'),
+        execution_mode: z.enum(['serial', 'concurrent']).describe('Whether the subtasks run one after another or together.'),
+        status: z.enum(['not_started', 'in_progress', 'complete']),
+        get subtasks() {
+          return z.array(taskNodeSchema()).optional().describe('The tasks this task breaks down into.');
+        },
+        // Named so a declaration refers to the recursive node as `#/$defs/TaskNode`.
+      })
+      .meta({ id: 'TaskNode' }),
+);
 
 /** The saved form of a {@link TaskTreeManager}: plain JSON. */
-export const TaskTreeSnapshotSchema = z.object({ tree: TaskNodeSchema.nullable() });
+const taskTreeSnapshotSchema = lazy(() => z.object({ tree: taskNodeSchema().nullable() }));
 
-/** The saved form of a {@link TaskTreeManager}, see {@link TaskTreeSnapshotSchema}. */
-export type TaskTreeSnapshot = z.infer<typeof TaskTreeSnapshotSchema>;
+/** The saved form of a {@link TaskTreeManager}, see {@link taskTreeSnapshotSchema}. */
+export type TaskTreeSnapshot = z.infer<ReturnType<typeof taskTreeSnapshotSchema>>;
 
 /**
  * Keeps the agent's plan (a tree of tasks) and its progress, saving it to `/mnt/task_tree.json`
@@ -109,7 +114,7 @@ export class TaskTreeManager {
   static fromSnapshot(snapshot: TaskTreeSnapshot, fs: AgentFileSystem): TaskTreeManager {
     // Most runs never plan: no tree, nothing to check.
     if (typeof snapshot === 'object' && snapshot !== null && snapshot.tree === null) return new TaskTreeManager(fs);
-    const parsed = TaskTreeSnapshotSchema.safeParse(snapshot);
+    const parsed = taskTreeSnapshotSchema().safeParse(snapshot);
     if (!parsed.success) {
       throw new AgentError('STORE_ERROR', `Invalid task tree snapshot: ${formatFirstIssue('', parsed.error.issues).text}`);
     }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { AgentError } from '../errors/index.js';
 import { formatFirstIssue } from '../errors/format-issues.js';
 import { LLMContentSchema } from '../protocol/content.js';
+import { lazy } from '../protocol/lazy.js';
 import type { JsonObject } from '../protocol/content.js';
 import type { AgentEventOf, SuspendEventType } from '../protocol/events.js';
 import type { Segment, StartRequest } from '../protocol/requests.js';
@@ -134,9 +135,12 @@ function answerText(output: unknown): string | undefined {
   return undefined;
 }
 
-const InputAnswerSchema = z.looseObject({ input: LLMContentSchema });
-const ChoiceAnswerSchema = z.looseObject({ selected: z.looseObject({ ids: z.array(z.string().max(256)).max(1000) }) });
-const ConsentAnswerSchema = z.looseObject({ consent: z.boolean() });
+/** The schemas of the answers to each kind of suspend, built when the first answer is checked. */
+const answerSchemas = lazy(() => ({
+  input: z.looseObject({ input: LLMContentSchema }),
+  choice: z.looseObject({ selected: z.looseObject({ ids: z.array(z.string().max(256)).max(1000) }) }),
+  consent: z.looseObject({ consent: z.boolean() }),
+}));
 const NONE_OF_THE_ABOVE = '__none_of_the_above__';
 
 /**
@@ -177,13 +181,14 @@ export function answerOf(message: ChatMessageInput, index: number, pending: Pend
 
 function checkedOutput(output: unknown, path: string, pending: PendingCall): JsonObject {
   if (typeof output !== 'object' || output === null || Array.isArray(output)) throw badRequest(`${path}: expected the answer as an object`);
+  const schemas = answerSchemas();
   const schema =
     pending.event.type === 'waitForInput'
-      ? InputAnswerSchema
+      ? schemas.input
       : pending.event.type === 'waitForChoice'
-        ? ChoiceAnswerSchema
+        ? schemas.choice
         : pending.event.type === 'queryConsent'
-          ? ConsentAnswerSchema
+          ? schemas.consent
           : undefined;
   if (schema) {
     const parsed = schema.safeParse(output);

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { contentToPidginString, fromPidginString } from '../agent-fs/index.js';
 import type { JsonObject, LLMContent } from '../protocol/content.js';
 import { defineFunction, type FunctionGroup } from './define-function.js';
-import { oneOf, responseError, taskId } from './parameters.js';
+import { commonParameters, oneOf } from './parameters.js';
 import { Suspend } from './suspend.js';
 
 const INSTRUCTION = `## Talking with the user
@@ -21,6 +21,7 @@ export const SKIPPED_INPUT = '__skipped__';
 
 /** Asking the user: free input and choices, both suspending the run until the user answers. */
 export function createChatGroup(): FunctionGroup {
+  const { responseError, taskId } = commonParameters();
   return {
     name: 'chat',
     instruction: INSTRUCTION,

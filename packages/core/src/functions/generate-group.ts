@@ -7,7 +7,7 @@ import { Suspend } from './suspend.js';
 import type { JsonObject, LLMContent, Part } from '../protocol/content.js';
 import type { GenerateContentRequest, Tool } from '../protocol/gemini.js';
 import { toErrorOrResponse } from './error-classification.js';
-import { oneOf, responseError, statusUpdate, taskId } from './parameters.js';
+import { commonParameters, oneOf } from './parameters.js';
 
 /** The consent reading arbitrary web pages needs. */
 export const WEBPAGE_CONSENT = 'GET_ANY_WEBPAGE';
@@ -48,8 +48,6 @@ generate_and_execute_code is a sub-agent: from your plain-language prompt it wri
 3. the approach, with any algorithm or technique it should use;
 4. what to deliver: "return" the value for text ("return the total"), "save" for files ("save the chart as a PNG"). Do not name the files.
 The sandbox cannot see your file system. Files go in and out only through <file> tags, which are translated at the sandbox boundary: reference inputs with tags, never with paths; files the code saves come back to you as new <file> tags, with names the sandbox chose.`;
-
-const common = { task_id: taskId, status_update: statusUpdate };
 
 /** What a sub-request streamed, by kind. */
 interface StreamedTurn {
@@ -121,6 +119,8 @@ function reportSources(context: FunctionContext, turn: StreamedTurn): void {
 
 /** `generate_text` and `generate_and_execute_code`. */
 export function createGenerateGroup(): FunctionGroup {
+  const { responseError, statusUpdate, taskId } = commonParameters();
+  const common = { task_id: taskId, status_update: statusUpdate };
   return {
     name: 'generate',
     instruction: INSTRUCTION,

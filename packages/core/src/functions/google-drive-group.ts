@@ -5,7 +5,7 @@ import type { DriveOperationsClient, DriveUploadMedia } from '../ports/index.js'
 import { base64ToBytes } from '../protocol/base64.js';
 import type { Part } from '../protocol/content.js';
 import { defineFunction, type FunctionContext, type FunctionGroup } from './define-function.js';
-import { responseError, statusUpdate } from './parameters.js';
+import { commonParameters } from './parameters.js';
 
 const INSTRUCTION = `## Google Drive
 
@@ -60,6 +60,7 @@ function mediaOf(part: Part | undefined, path: string): DriveUploadMedia {
  * `enableGoogleDriveTools` and a Drive client is present.
  */
 export function createGoogleDriveGroup(): FunctionGroup {
+  const { responseError, statusUpdate } = commonParameters();
   return {
     name: 'google-drive',
     instruction: INSTRUCTION,

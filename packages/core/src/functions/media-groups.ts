@@ -3,10 +3,14 @@ import { messageOf } from '../errors/index.js';
 import { defineFunction, type FunctionContext, type FunctionGroup } from './define-function.js';
 import type { JsonObject, Part } from '../protocol/content.js';
 import { toErrorOrResponse } from './error-classification.js';
-import { fileName, oneOf, responseError, statusUpdate, taskId } from './parameters.js';
+import { commonParameters, oneOf } from './parameters.js';
 import { executeMediaStep, partToChunk, textStepChunk, type MediaStep, type StepChunk } from './media-step.js';
 
-const common = { file_name: fileName, task_id: taskId, status_update: statusUpdate };
+/** The parameters every media function takes besides its own. */
+function commonMediaParameters() {
+  const { fileName, statusUpdate, taskId } = commonParameters();
+  return { file_name: fileName, task_id: taskId, status_update: statusUpdate };
+}
 
 /** Image models behind `generate_images`' `model` choice. */
 export const IMAGE_MODELS: Readonly<Record<string, string>> = {
@@ -95,6 +99,8 @@ function saveParts(parts: readonly Part[], context: FunctionContext, fileName: s
 
 /** `generate_images`. */
 export function createImageGroup(): FunctionGroup {
+  const { responseError } = commonParameters();
+  const common = commonMediaParameters();
   return {
     name: 'image',
     functions: [
@@ -155,6 +161,8 @@ export function createImageGroup(): FunctionGroup {
 
 /** `generate_video`. */
 export function createVideoGroup(): FunctionGroup {
+  const { responseError } = commonParameters();
+  const common = commonMediaParameters();
   return {
     name: 'video',
     functions: [
@@ -223,6 +231,8 @@ const VOICES: Readonly<Record<string, string>> = { 'Male (English)': 'en-US-male
 
 /** `generate_speech_from_text` and `generate_music_from_text`. */
 export function createAudioGroup(): FunctionGroup {
+  const { responseError } = commonParameters();
+  const common = commonMediaParameters();
   return {
     name: 'audio',
     functions: [

@@ -13,7 +13,7 @@ import {
 } from '../memory/index.js';
 import type { SheetValues } from '../ports/index.js';
 import { defineFunction, type FunctionContext, type FunctionGroup } from './define-function.js';
-import { oneOf, responseError, statusUpdate, taskId } from './parameters.js';
+import { commonParameters, oneOf } from './parameters.js';
 
 const INSTRUCTION = `## Memory
 
@@ -94,6 +94,7 @@ async function resolveCells(values: string[][], context: FunctionContext): Promi
  * the objective carries a memory tool and a Google Drive client is present.
  */
 export function createMemoryGroup(): FunctionGroup {
+  const { responseError, statusUpdate, taskId } = commonParameters();
   return {
     name: 'memory',
     instruction: INSTRUCTION,

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { lazy } from '../protocol/lazy.js';
 
 /**
  * A string the model must pick from `values` (declared as an `enum`). A call that leaves it out or
@@ -18,20 +19,17 @@ export function oneOf<const T extends readonly [string, ...string[]]>(
   return options.declaredDefault ? z.preprocess(coerce, inner.default(fallback)) : z.preprocess(coerce, inner);
 }
 
-/** The status line the model sends with a call: declared required, `''` when a call leaves it out. */
-export const statusUpdate = z.string().prefault('').describe('A short status for the user while this runs, e.g. "Drafting the memo".');
-
-/** The `task_id` the model may send to tie a call to a task of its task tree. */
-export const taskId = z
-  .string()
-  .optional()
-  .describe('The task-tree task this call works on; it is marked in progress.');
-
-/** The name of a file a call produces. */
-export const fileName = z
-  .string()
-  .optional()
-  .describe('A snake_case name for the output file, without extension.');
-
-/** The `error` every response may carry. */
-export const responseError = z.string().optional().describe('What went wrong, when the call failed.');
+/**
+ * The parameters and response fields many built-in functions share, built once on first use (by the
+ * first built-in group created) rather than when core is imported.
+ */
+export const commonParameters = lazy(() => ({
+  /** The status line the model sends with a call: declared required, `''` when a call leaves it out. */
+  statusUpdate: z.string().prefault('').describe('A short status for the user while this runs, e.g. "Drafting the memo".'),
+  /** The `task_id` the model may send to tie a call to a task of its task tree. */
+  taskId: z.string().optional().describe('The task-tree task this call works on; it is marked in progress.'),
+  /** The name of a file a call produces. */
+  fileName: z.string().optional().describe('A snake_case name for the output file, without extension.'),
+  /** The `error` every response may carry. */
+  responseError: z.string().optional().describe('What went wrong, when the call failed.'),
+}));

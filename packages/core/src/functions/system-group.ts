@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { fromPidginString, TaskNodeSchema, type TaskNode } from '../agent-fs/index.js';
+import { fromPidginString, taskNodeSchema, type TaskNode } from '../agent-fs/index.js';
 import { defineFunction, type FunctionGroup } from './define-function.js';
-import { responseError, statusUpdate } from './parameters.js';
+import { commonParameters } from './parameters.js';
 
 const INSTRUCTION = `You are an AI agent running inside an application that chains several agents together. Your job in this session is the objective at the start of the conversation, inside <objective>. The application wrote that objective, and whatever you return goes back to the application, usually as input to the next agent: neither is shown to the user as is.
 
@@ -71,6 +71,7 @@ This does not: Score <file src="/mnt/essay.md" /> against <file src="/mnt/rubric
 
 /** The termination, file and task-tree functions. */
 export function createSystemGroup(): FunctionGroup {
+  const { responseError, statusUpdate } = commonParameters();
   return {
     name: 'system',
     instruction: INSTRUCTION,
@@ -156,7 +157,7 @@ export function createSystemGroup(): FunctionGroup {
         name: 'system_create_task_tree',
         description: 'Records the plan as a tree of tasks (saved to /mnt/task_tree.json) that shows which tasks run one after another and which run at once.',
         strictDeclaration: true,
-        parameters: z.object({ task_tree: TaskNodeSchema.optional().describe('The root task; its subtasks form the tree.') }),
+        parameters: z.object({ task_tree: taskNodeSchema().optional().describe('The root task; its subtasks form the tree.') }),
         response: z.object({ file_path: z.string().optional().describe('Where the task tree was saved.'), error: responseError }),
         icon: 'task',
         title: 'Creating task tree',

@@ -1,67 +1,79 @@
 import { z } from 'zod';
 import { AgentError } from '../errors/index.js';
 import { LLMContentSchema } from './content.js';
+import { lazy } from './lazy.js';
 import { formatFirstIssue, formatPath } from '../errors/format-issues.js';
 
+// The request schemas are built on first parse: a process that never parses a request body (one
+// that calls run() itself) never pays for them.
+
 /** A text segment of the objective. */
-export const TextSegmentSchema = z.object({ type: z.literal('text'), text: z.string() });
+const textSegmentSchema = lazy(() => z.object({ type: z.literal('text'), text: z.string() }));
 /** An asset (a file the graph holds) referenced by the objective. */
-export const AssetSegmentSchema = z.object({
-  type: z.literal('asset'),
-  title: z.string().optional(),
-  content: LLMContentSchema,
-});
+const assetSegmentSchema = lazy(() =>
+  z.object({
+    type: z.literal('asset'),
+    title: z.string().optional(),
+    content: LLMContentSchema,
+  }),
+);
 /** A value the user gave as input. */
-export const InputSegmentSchema = z.object({
-  type: z.literal('input'),
-  title: z.string().optional(),
-  content: LLMContentSchema,
-});
+const inputSegmentSchema = lazy(() =>
+  z.object({
+    type: z.literal('input'),
+    title: z.string().optional(),
+    content: LLMContentSchema,
+  }),
+);
 /** A tool the objective refers to (routing, memory, NotebookLM, or a tool URL). */
-export const ToolSegmentSchema = z.object({
-  type: z.literal('tool'),
-  path: z.string(),
-  title: z.string().optional(),
-  instance: z.string().optional(),
-});
+const toolSegmentSchema = lazy(() =>
+  z.object({
+    type: z.literal('tool'),
+    path: z.string(),
+    title: z.string().optional(),
+    instance: z.string().optional(),
+  }),
+);
 
 /** One segment in its normalised form (`type` is the kind), whichever spelling the client sent. */
 export type Segment =
-  | z.infer<typeof TextSegmentSchema>
-  | z.infer<typeof AssetSegmentSchema>
-  | z.infer<typeof InputSegmentSchema>
-  | z.infer<typeof ToolSegmentSchema>;
+  | z.infer<ReturnType<typeof textSegmentSchema>>
+  | z.infer<ReturnType<typeof assetSegmentSchema>>
+  | z.infer<ReturnType<typeof inputSegmentSchema>>
+  | z.infer<ReturnType<typeof toolSegmentSchema>>;
 
 /** The schema of {@link Segment}; its declared type keeps zod's internal generics out of our types. */
-export const SegmentSchema: z.ZodType<Segment> = z.discriminatedUnion('type', [
-  TextSegmentSchema,
-  AssetSegmentSchema,
-  InputSegmentSchema,
-  ToolSegmentSchema,
-]);
+const segmentSchema = lazy(
+  (): z.ZodType<Segment> =>
+    z.discriminatedUnion('type', [textSegmentSchema(), assetSegmentSchema(), inputSegmentSchema(), toolSegmentSchema()]),
+);
 
 /** The graph a run belongs to. */
-export const GraphIdentitySchema = z.object({ url: z.string().optional(), title: z.string().optional() });
+const graphIdentitySchema = lazy(() => z.object({ url: z.string().optional(), title: z.string().optional() }));
 
 /** A start request, normalised. */
-export const StartRequestSchema = z.object({
-  kind: z.string().optional(),
-  segments: z.array(z.unknown()),
-  flags: z.record(z.string(), z.unknown()).optional(),
-  graph: GraphIdentitySchema.optional(),
-});
+const startRequestSchema = lazy(() =>
+  z.object({
+    kind: z.string().optional(),
+    segments: z.array(z.unknown()),
+    flags: z.record(z.string(), z.unknown()).optional(),
+    graph: graphIdentitySchema().optional(),
+  }),
+);
 export interface StartRequest {
   segments: Segment[];
   flags?: Record<string, unknown>;
-  graph?: z.infer<typeof GraphIdentitySchema>;
+  graph?: z.infer<ReturnType<typeof graphIdentitySchema>>;
 }
 
 /** A resume request: the suspend event's `interactionId` and the client's answer. */
-export const ResumeRequestSchema = z.object({
-  interactionId: z.string().min(1).max(256),
-  response: z.record(z.string(), z.unknown()).default({}),
-});
-export type ResumeRequest = z.infer<typeof ResumeRequestSchema>;
+const resumeRequestSchema = lazy(() =>
+  z.object({
+    interactionId: z.string().min(1).max(256),
+    response: z.record(z.string(), z.unknown()).default({}),
+  }),
+);
+export type ResumeRequest = z.infer<ReturnType<typeof resumeRequestSchema>>;
 
 /** A parsed body of `POST /v1beta1/streamRunAgent`. */
 export type AgentRequestBody =
@@ -198,7 +210,7 @@ function tooDeep(path: string, limit: number): AgentError {
 }
 
 function parseResume(value: unknown, prefix: string): ResumeRequest {
-  const parsed = ResumeRequestSchema.safeParse(value);
+  const parsed = resumeRequestSchema().safeParse(value);
   if (!parsed.success) throw fromIssues(prefix, parsed.error.issues);
   return parsed.data;
 }
@@ -206,7 +218,7 @@ function parseResume(value: unknown, prefix: string): ResumeRequest {
 function parseStart(value: unknown, prefix: string, maxSegments: number): StartRequest {
   if (!isPlainObject(value)) throw badRequest(prefix || '(root)', `expected object, got ${describe(value)}`);
   if (value.segments === undefined) throw badRequest(formatPath(prefix, ['segments']), "required: Missing 'segments' in request body");
-  const parsed = StartRequestSchema.safeParse(value);
+  const parsed = startRequestSchema().safeParse(value);
   if (!parsed.success) throw fromIssues(prefix, parsed.error.issues);
   const count = parsed.data.segments.length;
   if (count === 0) throw badRequest(formatPath(prefix, ['segments']), 'must hold at least one segment');
@@ -240,7 +252,7 @@ export function parseSegment(value: unknown, path: string): Segment {
   } else if (!['text', 'asset', 'input', 'tool'].includes(String(value.type))) {
     throw badRequest(`${path}.type`, `unknown segment kind "${String(value.type)}"`);
   }
-  const parsed = SegmentSchema.safeParse(flat);
+  const parsed = segmentSchema().safeParse(flat);
   if (!parsed.success) throw fromIssues(path, parsed.error.issues);
   return parsed.data;
 }

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { LLMContentSchema, AgentResultSchema } from './content.js';
+import { z } from 'zod';
+import { LLMContentSchema, AgentResultSchema, PartSchema } from './content.js';
 import { AgentResultShape } from './events.js';
-import { LLMContentShape } from './content-shapes.js';
+import { LLMContentShape, PartShape } from './content-shapes.js';
 import { fromWireEvent } from './wire.js';
 import { ShapeIssue } from './shape.js';
 import { toZodSchema } from './zod-schemas.js';
@@ -90,5 +91,28 @@ describe('zod schemas built from the shapes', () => {
   it('are real zod schemas: a result parses and converts to JSON Schema', () => {
     expect(AgentResultSchema.parse({ success: true, href: '/x', kept: 1 })).toEqual({ success: true, href: '/x', kept: 1 });
     expect(AgentResultShape.check({ success: 'yes' })).toBeInstanceOf(ShapeIssue);
+  });
+
+  it('are loose zod objects whose JSON Schema declares every field of their shape', () => {
+    expect(PartSchema).toBeInstanceOf(z.ZodObject);
+    const json = z.toJSONSchema(PartSchema) as { properties: Record<string, unknown>; additionalProperties: unknown };
+    const { definition } = PartShape;
+    expect(Object.keys(json.properties)).toEqual(Object.keys(definition.kind === 'object' ? definition.properties : {}));
+    expect(Object.keys(json.properties)).toContain('functionResponse');
+    expect(json.additionalProperties).toEqual({});
+    expect(json.properties.inlineData).toMatchObject({ type: 'object', required: ['mimeType', 'data'] });
+  });
+
+  it('give copies made before their first use the very same fields', () => {
+    // The fields are built when zod first reads them: a copy taken before then must still agree.
+    const schema = toZodSchema(LLMContentShape) as unknown as z.ZodObject;
+    const described = schema.describe('A content');
+    const optional = schema.optional();
+    const content = { role: 'model', parts: [{ text: 'hi', later: 1 }] };
+    expect(described.parse(content)).toEqual(content);
+    expect(optional.parse(undefined)).toBeUndefined();
+    expect(schema.safeParse({ parts: [{ text: 1 }] }).error?.issues[0]?.path).toEqual(['parts', 0, 'text']);
+    expect((described as z.ZodObject).shape.parts).toBe(schema.shape.parts);
+    expect(z.toJSONSchema(described)).toEqual({ ...z.toJSONSchema(schema), description: 'A content' });
   });
 });

@@ -40,14 +40,23 @@ function build(shape: Shape<unknown>): z.ZodType {
     case 'record':
       return z.record(z.string(), build(definition.inner));
     case 'object': {
+      // Each field is a getter that builds its schema on first read: zod reads an object's fields
+      // once, the first time it needs them (a parse, a JSON Schema), and keeps what the getters
+      // returned. So the public schemas cost one object each when core is imported, and what zod
+      // finds when it looks is the same as if every field had been built at once.
       const properties: Record<string, z.ZodType> = {};
-      // An `unknown` field may be left out, as its type says (zod alone would require the key).
       for (const [key, value] of Object.entries(definition.properties)) {
-        properties[key] = value.definition.kind === 'unknown' ? z.unknown().optional() : build(value);
+        let field: z.ZodType | undefined;
+        Object.defineProperty(properties, key, { enumerable: true, configurable: true, get: () => (field ??= fieldOf(value)) });
       }
       return z.looseObject(properties);
     }
     default:
       throw new AgentError('INTERNAL', `no zod schema for shape kind "${(definition as { kind: string }).kind}"`);
   }
+}
+
+/** The schema of an object field. An `unknown` field may be left out, as its type says (zod alone would require the key). */
+function fieldOf(shape: Shape<unknown>): z.ZodType {
+  return shape.definition.kind === 'unknown' ? z.unknown().optional() : build(shape);
 }
