@@ -6,7 +6,7 @@ const event = (size: number) => `{"thought":{"text":"${'x'.repeat(size - 24)}"}}
 describe('memory session log bounds', () => {
   it('makes room past its character budget: ended sessions first, then waiting ones, never a running one', async () => {
     const log = createMemorySessionLog({ maxChars: 1000 });
-    for (const id of ['ended', 'waiting', 'running', 'newer-ended']) await log.create(id, {});
+    for (const id of ['ended', 'waiting', 'running', 'newer-ended']) await log.create(id, { interactionId: `i-${id}` });
     await log.append('ended', [event(300)]);
     await log.update('ended', { status: 'completed' });
     await log.append('waiting', [event(300)]);
@@ -32,13 +32,13 @@ describe('memory session log bounds', () => {
   it('sweeps sessions past their time to live as others are written', async () => {
     let clock = 0;
     const log = createMemorySessionLog({ ttlMs: 1000, maxChars: 10_000, now: () => clock });
-    await log.create('old', {});
+    await log.create('old', { interactionId: 'i-old' });
     await log.append('old', [event(3000)]);
     await log.update('old', { status: 'suspended', interactionId: 'i1' });
     clock = 2000;
-    await log.create('new', {});
+    await log.create('new', { interactionId: 'i-new' });
     // The expired session no longer counts against the budget: these fit without evicting anything else.
-    await log.create('other', {});
+    await log.create('other', { interactionId: 'i-other' });
     await log.append('other', [event(4000)]);
     await log.update('other', { status: 'completed' });
     await log.append('new', [event(4000)]);
