@@ -1,8 +1,8 @@
 // @ts-check
 // The SSE path under load: runs whose model streams many thoughts, served by adapter-node's
 // serve(), each thought one SSE event. BENCH_VARIANT=agent-handler (default) serves them with
-// createAgentHandler; BENCH_VARIANT=event-stream with run() and createSseEventStream, the batched
-// writer for the handler's SSE path. The model is in the process (prepared chunks, nothing parsed),
+// createAgentHandler; BENCH_VARIANT=event-stream with run() and createSseEventStream, the writer
+// the handler's SSE path uses, without the session layer between them. The model is in the process (prepared chunks, nothing parsed),
 // so the figure is the cost of events: the loop, wire encoding, SSE framing and node:http.
 // Env: BENCH_SSE_THOUGHTS thoughts per run. Prints `LISTENING <url>`; on SIGTERM reports `first`
 // (when the second run arrives) and `last`.

@@ -1,8 +1,8 @@
 // @ts-check
 // SSE throughput: runs whose model streams many thoughts, served by adapter-node's serve(), each
 // thought one event on the wire. The figure is events per second of the server's CPU: through
-// createAgentHandler as it is, and through run() + createSseEventStream (the batched writer the
-// handler's SSE path can adopt).
+// createAgentHandler as it is, and through run() + createSseEventStream (the writer the handler's
+// SSE path uses, without the session layer between them).
 import { measurement } from '../measure.mjs';
 import { cell, figureOf, ratioCell, table } from '../report.mjs';
 import { problemsOf } from './scenario.mjs';
