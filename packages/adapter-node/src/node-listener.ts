@@ -170,17 +170,15 @@ async function writeBatched(
     scheduled = undefined;
     if (outgoing.destroyed) return;
     const batch = take();
+    // Nothing yet: the status and headers go alone, so the client learns them without waiting for a body.
     if (batch === undefined) {
-      // Nothing yet: the status and headers go alone, so the client learns them without waiting for a body.
       if (!wroteAny) outgoing.flushHeaders();
-      wroteAny = true;
-      return;
+    } else if (!outgoing.write(batch)) {
+      blocked ??= waitForDrain();
     }
     wroteAny = true;
-    if (!outgoing.write(batch)) blocked ??= waitForDrain();
   };
-  const later = (): ReturnType<typeof setTimeout> => setTimeout(flush, flushDelayMs);
-  scheduled = later();
+  scheduled = setTimeout(flush, flushDelayMs);
   try {
     for (;;) {
       if (blocked) await blocked;
@@ -191,13 +189,11 @@ async function writeBatched(
       pending.push(value);
       pendingBytes += value.byteLength;
       if (pendingBytes >= MAX_BATCH_BYTES) flush();
-      else scheduled ??= later();
+      else scheduled ??= setTimeout(flush, flushDelayMs);
     }
     if (signal.aborted) return;
     // The last bytes and the end of the response in one write.
-    const last = take();
-    if (last === undefined) outgoing.end();
-    else outgoing.end(last);
+    outgoing.end(take());
   } finally {
     if (scheduled !== undefined) clearTimeout(scheduled);
   }

@@ -482,7 +482,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       for await (const batch of batches(sessionId, after, signal)) yield* batch;
     },
 
-    eventBatches: (sessionId, after, signal) => batches(sessionId, after, signal),
+    eventBatches: batches,
 
     async sessionOf(interactionId, ports) {
       const label = await readInteractionLabel(ports.store, interactionId);
