@@ -4,31 +4,23 @@
 // sessions across two instances on one Redis), print every row of every table with figures, and
 // see every replayed thought signature intact.
 // It asserts no timings.
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runBenchCli } from './run-cli.mjs';
 
-const packageDir = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
-const out = fs.mkdtempSync(path.join(os.tmpdir(), 'org-bench-test-'));
 let stdout = '';
 let stderr = '';
+let out = '';
 let exitCode = /** @type {number | null} */ (null);
 
 beforeAll(async () => {
-  const child = spawn(process.execPath, ['src/cli.mjs'], {
-    cwd: packageDir,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', BENCH_QUICK: '1', OUT: out },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stdout.setEncoding('utf8').on('data', (text) => (stdout += text));
-  child.stderr.setEncoding('utf8').on('data', (text) => (stderr += text));
-  exitCode = await new Promise((resolve) => child.once('close', resolve));
+  ({ stdout, stderr, out, exitCode } = await runBenchCli({}));
 }, 300_000);
 
-afterAll(() => fs.rmSync(out, { recursive: true, force: true }));
+afterAll(() => {
+  if (out) fs.rmSync(out, { recursive: true, force: true });
+});
 
 /**
  * The body rows of the markdown table under `heading`, as arrays of cells.

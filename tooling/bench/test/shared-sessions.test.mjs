@@ -2,40 +2,28 @@
 // The shared-sessions scenario at a small size, as a test: two instances on a throwaway Redis,
 // each session started on one and streamed from the other; every stream must hold exactly its own
 // events, once each and in order. It needs redis-server (CI installs it) and asserts no timings.
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runBenchCli } from './run-cli.mjs';
 
-const packageDir = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
-const out = fs.mkdtempSync(path.join(os.tmpdir(), 'org-bench-sessions-test-'));
 const SESSIONS = 20;
 let stdout = '';
 let stderr = '';
+let out = '';
 let exitCode = /** @type {number | null} */ (null);
 
 beforeAll(async () => {
-  const child = spawn(process.execPath, ['src/cli.mjs'], {
-    cwd: packageDir,
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '',
-      ...(process.env.REDIS_SERVER ? { REDIS_SERVER: process.env.REDIS_SERVER } : {}),
-      BENCH_QUICK: '1',
-      BENCH_SCENARIOS: 'shared-sessions',
-      BENCH_SESSIONS: String(SESSIONS),
-      OUT: out,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stdout.setEncoding('utf8').on('data', (text) => (stdout += text));
-  child.stderr.setEncoding('utf8').on('data', (text) => (stderr += text));
-  exitCode = await new Promise((resolve) => child.once('close', resolve));
+  ({ stdout, stderr, out, exitCode } = await runBenchCli({
+    ...(process.env.REDIS_SERVER ? { REDIS_SERVER: process.env.REDIS_SERVER } : {}),
+    BENCH_SCENARIOS: 'shared-sessions',
+    BENCH_SESSIONS: String(SESSIONS),
+  }));
 }, 300_000);
 
-afterAll(() => fs.rmSync(out, { recursive: true, force: true }));
+afterAll(() => {
+  if (out) fs.rmSync(out, { recursive: true, force: true });
+});
 
 describe('the shared-sessions scenario with 20 sessions', () => {
   it('runs on a real Redis and finds every stream exact', () => {
