@@ -14,7 +14,7 @@ import {
   functionCallChunk,
   thoughtChunk,
 } from '../testing/index.js';
-import { createSessionService, type SessionService } from './session-service.js';
+import { createSessionService, type SessionContext, type SessionService } from './session-service.js';
 
 describeSessionLogConformance('memory', (options) => createMemorySessionLog(options), { describe, it, expect });
 const hub = createMemoryEventBus();
@@ -32,16 +32,36 @@ function greeter(chunkDelayMs = 0) {
   }, { chunkDelayMs });
 }
 
-/** One instance: a session service and its endpoint over a shared log, bus and store. */
-function instance(shared: { log: SessionLog; bus: EventBus; ports: AgentPorts }): { service: SessionService; handle: (request: Request) => Promise<Response> } {
-  const service = createSessionService({ log: shared.log, bus: shared.bus, pickUpContext: () => ({ ports: shared.ports }), livenessMs: 200 });
+/** The sessions endpoint over `service` as a plain handler, each caller's context from `contextFor`. */
+function endpointOver(
+  service: SessionService,
+  contextFor: (request: Request, token: string | undefined) => Promise<SessionContext>,
+): (request: Request) => Promise<Response> {
   const endpoint = createSessionsEndpoint({
     service,
-    contextFor: async (_request, token) => ({ ports: shared.ports, ...(token ? { owner: `owner:${token}` } : {}) }),
+    contextFor,
     readJson: async (request) => JSON.parse(await request.text()) as unknown,
     keepAliveMs: 15_000,
   });
-  return { service, handle: async (request) => (await endpoint(request, new URL(request.url))) ?? new Response('no', { status: 404 }) };
+  return async (request) => (await endpoint(request, new URL(request.url))) ?? new Response('no', { status: 404 });
+}
+
+/** One instance: a session service and its endpoint over a shared log, bus and store. */
+function instance(shared: { log: SessionLog; bus: EventBus; ports: AgentPorts }): { service: SessionService; handle: (request: Request) => Promise<Response> } {
+  const service = createSessionService({ log: shared.log, bus: shared.bus, pickUpContext: () => ({ ports: shared.ports }), livenessMs: 200 });
+  const handle = endpointOver(service, async (_request, token) => ({ ports: shared.ports, ...(token ? { owner: `owner:${token}` } : {}) }));
+  return { service, handle };
+}
+
+/** A greeting session of owner `tok` on one instance over a fresh log, bus and store, suspended at its question. */
+async function greetingAwaitingItsOwner() {
+  const store = createMemoryInteractionStore();
+  const log = createMemorySessionLog();
+  const bus = createMemoryEventBus();
+  const callerBackend = greeter();
+  const { handle } = instance({ log, bus, ports: { backend: callerBackend, store } });
+  const { sessionId, interactionId } = await suspendedGreeting(handle, log);
+  return { store, log, bus, callerBackend, handle, sessionId, interactionId };
 }
 
 /** Starts a greeting session as owner `tok` and reads it to its question: it is suspended. */
@@ -127,26 +147,15 @@ describe('sessions', () => {
   });
 
   it("resumes a session whose instance died with its owner's ports and answer, not the pick-up context's", async () => {
-    const store = createMemoryInteractionStore();
-    const log = createMemorySessionLog();
-    const bus = createMemoryEventBus();
-    const callerBackend = greeter();
+    const { store, log, bus, callerBackend, sessionId, interactionId } = await greetingAwaitingItsOwner();
     const pickUpBackend = greeter();
-    const { handle } = instance({ log, bus, ports: { backend: callerBackend, store } });
-    const { sessionId, interactionId } = await suspendedGreeting(handle, log);
 
     // An instance took the resume and died at once: no answer was recorded.
     await diedHoldingTheResume(store, log, sessionId, interactionId);
 
     // Another instance, whose pick-up context has other ports, gets the owner's resume.
     const service = createSessionService({ log, bus, pickUpContext: () => ({ ports: { backend: pickUpBackend, store } }) });
-    const endpoint = createSessionsEndpoint({
-      service,
-      contextFor: async (_request, token) => ({ ports: { backend: callerBackend, store }, ...(token ? { owner: `owner:${token}` } : {}) }),
-      readJson: async (request) => JSON.parse(await request.text()) as unknown,
-      keepAliveMs: 15_000,
-    });
-    const other = async (request: Request) => (await endpoint(request, new URL(request.url))) as Response;
+    const other = endpointOver(service, async (_request, token) => ({ ports: { backend: callerBackend, store }, ...(token ? { owner: `owner:${token}` } : {}) }));
     expect((await other(post(`${sessionId}:resume`, { input: { parts: [{ text: 'Mallory' }] } }, 'other'))).status).toBe(403);
     const resumed = await other(post(`${sessionId}:resume`, { input: { role: 'user', parts: [{ text: 'Ada' }] } }, 'tok'));
     expect(await resumed.json()).toEqual({ ok: true });
@@ -157,12 +166,7 @@ describe('sessions', () => {
   });
 
   it("puts a session back to waiting for its owner when its instance died holding the owner's unsaved answer", async () => {
-    const store = createMemoryInteractionStore();
-    const log = createMemorySessionLog();
-    const bus = createMemoryEventBus();
-    const callerBackend = greeter();
-    const { handle } = instance({ log, bus, ports: { backend: callerBackend, store } });
-    const { sessionId, interactionId } = await suspendedGreeting(handle, log);
+    const { store, log, bus, handle, sessionId, interactionId } = await greetingAwaitingItsOwner();
     // The instance that took the owner's resume died before it saved the answer.
     await diedHoldingTheResume(store, log, sessionId, interactionId);
 
@@ -180,11 +184,7 @@ describe('sessions', () => {
   });
 
   it("pauses, not fails, a run its reader took over when the pick-up context cannot go on, so the owner's resume continues it", async () => {
-    const store = createMemoryInteractionStore();
-    const log = createMemorySessionLog();
-    const bus = createMemoryEventBus();
-    const { handle } = instance({ log, bus, ports: { backend: greeter(), store } });
-    const { sessionId } = await suspendedGreeting(handle, log);
+    const { store, log, bus, handle, sessionId } = await greetingAwaitingItsOwner();
 
     // An instance takes the owner's answer, saves it, and then hangs like a dead process: its model
     // never answers and its store writes (the lease's renewals) never land.
@@ -202,13 +202,12 @@ describe('sessions', () => {
         await stalled;
       },
     };
-    const dying = createSessionsEndpoint({
-      service: createSessionService({ log, bus }),
-      contextFor: async () => ({ ports: { backend: hanging, store: freezingStore }, owner: 'owner:tok', runOptions: { leaseMs: 300 } }),
-      readJson: async (request) => JSON.parse(await request.text()) as unknown,
-      keepAliveMs: 15_000,
-    });
-    const taken = (await dying(post(`${sessionId}:resume`, { input: { role: 'user', parts: [{ text: 'Ada' }] } }, 'tok'), new URL(`${BASE}${sessionId}:resume`))) as Response;
+    const dying = endpointOver(createSessionService({ log, bus }), async () => ({
+      ports: { backend: hanging, store: freezingStore },
+      owner: 'owner:tok',
+      runOptions: { leaseMs: 300 },
+    }));
+    const taken = await dying(post(`${sessionId}:resume`, { input: { role: 'user', parts: [{ text: 'Ada' }] } }, 'tok'));
     expect(await taken.json()).toEqual({ ok: true });
 
     // A reader on another instance takes the run over once the lease ran out, but without the
