@@ -1,6 +1,6 @@
 import { AgentError } from '../errors/index.js';
 import type { InteractionStore } from '../ports/index.js';
-import { DEFAULT_MAX_STATE_BYTES, toJsonText } from './json-text.js';
+import { createJsonTextEncoder, DEFAULT_MAX_STATE_BYTES, type JsonTextOptions, toJsonText } from './json-text.js';
 
 /** How long a claim holds a record without renewing it, unless a run says otherwise. */
 export const DEFAULT_LEASE_MS = 60_000;
@@ -45,7 +45,11 @@ export type ClaimResult =
  * within the store's size limit.
  */
 export function encodeState(store: InteractionStore, id: string, state: unknown): string {
-  return toJsonText(state, { label: `Interaction ${id}`, maxBytes: store.maxStateBytes ?? DEFAULT_MAX_STATE_BYTES });
+  return toJsonText(state, stateTextOptions(store, id));
+}
+
+function stateTextOptions(store: InteractionStore, id: string): JsonTextOptions {
+  return { label: `Interaction ${id}`, maxBytes: store.maxStateBytes ?? DEFAULT_MAX_STATE_BYTES };
 }
 
 /**
@@ -143,6 +147,8 @@ export class InteractionClaim {
   #queue: Promise<unknown> = Promise.resolve();
   #heartbeat: ReturnType<typeof setInterval> | undefined;
   #ended = false;
+  /** Checkpoints of one claim are successive states of one run: their history is encoded once. */
+  #encode: ((state: unknown) => string) | undefined;
 
   /** @internal Use {@link claimInteraction} or {@link createClaimedInteraction}. */
   constructor(store: InteractionStore, id: string, stateText: string, meta: RecordMeta, version: string, leaseMs: number, now: () => number) {
@@ -173,8 +179,8 @@ export class InteractionClaim {
 
   /** Replaces the stored state (and extends the lease). */
   checkpoint(state: unknown): Promise<void> {
-    const text = encodeState(this.#store, this.id, state);
-    return this.#write(text);
+    this.#encode ??= createJsonTextEncoder(stateTextOptions(this.#store, this.id));
+    return this.#write(this.#encode(state));
   }
 
   /** The segment reached a durable point elsewhere (a new suspend, the end): the record goes. */

@@ -1,5 +1,6 @@
 import { AgentError } from '../errors/index.js';
 import { formatPath } from '../errors/format-issues.js';
+import { createContentJsonCache } from '../protocol/content-json-cache.js';
 
 /** The largest saved state the runtime writes, unless a store says less: 64 MiB of UTF-8 JSON. */
 export const DEFAULT_MAX_STATE_BYTES = 64 * 1024 * 1024;
@@ -28,7 +29,42 @@ export interface JsonTextOptions {
  */
 export function toJsonText(value: unknown, options: JsonTextOptions): string {
   checkJson(value, [], options.maxDepth ?? MAX_STATE_DEPTH, new Set(), options.label);
-  const text = JSON.stringify(value);
+  return withinLimit(JSON.stringify(value), options);
+}
+
+/**
+ * {@link toJsonText} for the successive states of one run: each item of the value's `contents`
+ * (the history, which only grows) is checked and serialised once, and its text is reused by the
+ * next call while it is the same object with the same `parts` (see
+ * {@link createContentJsonCache}), so saving the state at every turn stays linear in the
+ * history. The text has `contents` first; what it refuses, and how, is what `toJsonText` refuses.
+ */
+export function createJsonTextEncoder(options: JsonTextOptions): (value: unknown) => string {
+  const maxDepth = options.maxDepth ?? MAX_STATE_DEPTH;
+  const contentJson = createContentJsonCache((content, index) => {
+    const path: PropertyKey[] = ['contents', index];
+    if (content === undefined) refuse(options.label, path, 'undefined is not JSON');
+    checkJson(content, path, maxDepth - 2, new Set(), options.label);
+    return JSON.stringify(content);
+  });
+  return (value) => {
+    const contents = (value as { contents?: unknown } | null)?.contents;
+    if (!Array.isArray(contents) || Object.getPrototypeOf(value) !== Object.prototype || maxDepth < 3) return toJsonText(value, options);
+    const { contents: _contents, ...rest } = value as Record<string, unknown>;
+    checkJson(rest, [], maxDepth, new Set(), options.label);
+    let text = '{"contents":[';
+    for (let index = 0; index < contents.length; index += 1) {
+      if (index > 0) text += ',';
+      text += contentJson(contents[index], index);
+    }
+    text += ']';
+    const others = JSON.stringify(rest);
+    return withinLimit(others === '{}' ? `${text}}` : `${text},${others.slice(1)}`, options);
+  };
+}
+
+/** `text`, unless it is more UTF-8 bytes than `options.maxBytes` allows (`PAYLOAD_TOO_LARGE`). */
+function withinLimit(text: string, options: JsonTextOptions): string {
   const maxBytes = options.maxBytes ?? DEFAULT_MAX_STATE_BYTES;
   // Three bytes per UTF-16 unit is the worst case, so short texts need no exact count.
   if (text.length * 3 > maxBytes) {
