@@ -1,18 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { AgentError } from '../errors/index.js';
 import { createJsonTextEncoder, toJsonText } from './json-text.js';
 
 const options = { label: 'Interaction i-1' };
 
-function refusal(encode: () => string): AgentError {
-  try {
-    encode();
-  } catch (error) {
-    if (error instanceof AgentError) return error;
-    throw error;
-  }
-  throw new Error('the value was accepted');
-}
+/** What saving is refused with: `STORE_ERROR` naming where the value is not JSON. */
+const notJson = (where: string) => expect.objectContaining({ code: 'STORE_ERROR', message: `Interaction i-1 cannot be saved: ${where}` });
 
 describe('toJsonText', () => {
   it('refuses what JSON would change or drop, naming where it is', () => {
@@ -25,11 +17,7 @@ describe('toJsonText', () => {
       [{ size: 10n }, 'size: a bigint is not JSON'],
       [{ nested: cyclic }, 'nested.self: refers to itself (a cycle)'],
     ];
-    for (const [value, where] of cases) {
-      const error = refusal(() => toJsonText(value, options));
-      expect(error.code).toBe('STORE_ERROR');
-      expect(error.message).toBe(`Interaction i-1 cannot be saved: ${where}`);
-    }
+    for (const [value, where] of cases) expect(() => toJsonText(value, options)).toThrow(notJson(where));
   });
 
   it('leaves out undefined properties, as JSON does, and keeps the rest exactly', () => {
@@ -37,9 +25,10 @@ describe('toJsonText', () => {
   });
 
   it('refuses a value nested deeper than the limit and one bigger than the byte limit', () => {
-    expect(refusal(() => toJsonText({ a: { b: { c: 1 } } }, { ...options, maxDepth: 2 })).message).toContain('nests deeper');
-    const large = refusal(() => toJsonText({ text: 'é'.repeat(10) }, { ...options, maxBytes: 20 }));
-    expect(large).toMatchObject({ code: 'PAYLOAD_TOO_LARGE', details: { size: 31, limit: 20 } });
+    expect(() => toJsonText({ a: { b: { c: 1 } } }, { ...options, maxDepth: 2 })).toThrow(notJson('a.b: nests deeper than 2 levels'));
+    expect(() => toJsonText({ text: 'é'.repeat(10) }, { ...options, maxBytes: 20 })).toThrow(
+      expect.objectContaining({ code: 'PAYLOAD_TOO_LARGE', details: { size: 31, limit: 20 } }),
+    );
   });
 });
 
@@ -60,26 +49,30 @@ describe('createJsonTextEncoder', () => {
     const encode = createJsonTextEncoder(options);
     const first = { role: 'user', parts: [{ text: 'hi' }] };
     encode({ contents: [first] });
-    const bad = refusal(() => encode({ contents: [first, { role: 'model', parts: [{ functionCall: { name: 'f', args: { n: Infinity } } }] }] }));
-    expect(bad.message).toBe('Interaction i-1 cannot be saved: contents[1].parts[0].functionCall.args.n: Infinity is not JSON');
+    const infinite = { role: 'model', parts: [{ functionCall: { name: 'f', args: { n: Infinity } } }] };
+    expect(() => encode({ contents: [first, infinite] })).toThrow(notJson('contents[1].parts[0].functionCall.args.n: Infinity is not JSON'));
     first.parts = [{ text: 'hi' }, { at: new Date(0) } as never];
-    expect(refusal(() => encode({ contents: [first] })).message).toBe('Interaction i-1 cannot be saved: contents[0].parts[1].at: a Date object is not JSON');
-    expect(refusal(() => encode({ contents: [undefined] })).message).toBe('Interaction i-1 cannot be saved: contents[0]: undefined is not JSON');
+    expect(() => encode({ contents: [first] })).toThrow(notJson('contents[0].parts[1].at: a Date object is not JSON'));
+    expect(() => encode({ contents: [undefined] })).toThrow(notJson('contents[0]: undefined is not JSON'));
+    const shallow = createJsonTextEncoder({ ...options, maxDepth: 4 });
+    const nested = { contents: [{ role: 'user', parts: [{ text: 'deep' }] }] };
+    expect(() => shallow(nested)).toThrow(notJson('contents[0].parts[0]: nests deeper than 4 levels'));
+    expect(() => toJsonText(nested, { ...options, maxDepth: 4 })).toThrow(notJson('contents[0].parts[0]: nests deeper than 4 levels'));
   });
 
   it('checks the rest of the state every time, and the byte limit on the whole text', () => {
     const encode = createJsonTextEncoder({ ...options, maxBytes: 200 });
     const contents = [{ role: 'user', parts: [{ text: 'x'.repeat(100) }] }];
-    expect(refusal(() => encode({ contents, flags: { when: Number.NaN } })).message).toBe('Interaction i-1 cannot be saved: flags.when: NaN is not JSON');
+    expect(() => encode({ contents, flags: { when: Number.NaN } })).toThrow(notJson('flags.when: NaN is not JSON'));
     encode({ contents });
     contents.push({ role: 'model', parts: [{ text: 'y'.repeat(100) }] });
-    expect(refusal(() => encode({ contents }))).toMatchObject({ code: 'PAYLOAD_TOO_LARGE' });
+    expect(() => encode({ contents })).toThrow(expect.objectContaining({ code: 'PAYLOAD_TOO_LARGE' }));
   });
 
   it('encodes a value that is not a state with a history as toJsonText does', () => {
     const encode = createJsonTextEncoder(options);
     expect(encode({ contents: 'none', n: 1 })).toBe('{"contents":"none","n":1}');
     expect(encode([1, 2])).toBe('[1,2]');
-    expect(refusal(() => encode({ contents: [], at: new Date(0) })).message).toContain('at: a Date object is not JSON');
+    expect(() => encode({ contents: [], at: new Date(0) })).toThrow(notJson('at: a Date object is not JSON'));
   });
 });

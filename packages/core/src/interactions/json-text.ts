@@ -1,6 +1,6 @@
 import { AgentError } from '../errors/index.js';
 import { formatPath } from '../errors/format-issues.js';
-import { createContentJsonCache } from '../protocol/content-json-cache.js';
+import { createContentJsonCache, jsonWithContents } from '../protocol/content-json-cache.js';
 
 /** The largest saved state the runtime writes, unless a store says less: 64 MiB of UTF-8 JSON. */
 export const DEFAULT_MAX_STATE_BYTES = 64 * 1024 * 1024;
@@ -52,14 +52,7 @@ export function createJsonTextEncoder(options: JsonTextOptions): (value: unknown
     if (!Array.isArray(contents) || Object.getPrototypeOf(value) !== Object.prototype || maxDepth < 3) return toJsonText(value, options);
     const { contents: _contents, ...rest } = value as Record<string, unknown>;
     checkJson(rest, [], maxDepth, new Set(), options.label);
-    let text = '{"contents":[';
-    for (let index = 0; index < contents.length; index += 1) {
-      if (index > 0) text += ',';
-      text += contentJson(contents[index], index);
-    }
-    text += ']';
-    const others = JSON.stringify(rest);
-    return withinLimit(others === '{}' ? `${text}}` : `${text},${others.slice(1)}`, options);
+    return withinLimit(jsonWithContents(contents, rest, contentJson), options);
   };
 }
 
@@ -88,7 +81,7 @@ function checkJson(value: unknown, path: PropertyKey[], depthLeft: number, seen:
       return;
     case 'object': {
       if (value === null) return;
-      if (depthLeft === 0) refuse(label, path, `nests deeper than ${MAX_STATE_DEPTH} levels`);
+      if (depthLeft === 0) refuse(label, path, `nests deeper than ${path.length} levels`);
       if (seen.has(value)) refuse(label, path, 'refers to itself (a cycle)');
       seen.add(value);
       if (Array.isArray(value)) {

@@ -1,4 +1,4 @@
-import { createContentJsonCache } from '../protocol/content-json-cache.js';
+import { createContentJsonCache, jsonWithContents } from '../protocol/content-json-cache.js';
 import type { GenerateContentRequest } from '../protocol/gemini.js';
 
 /**
@@ -12,13 +12,6 @@ export function createRequestSerializer(): (body: GenerateContentRequest) => str
   return (body) => {
     const { contents, ...rest } = body;
     if (!Array.isArray(contents)) return JSON.stringify(body);
-    let text = '{"contents":[';
-    for (let index = 0; index < contents.length; index += 1) {
-      if (index > 0) text += ',';
-      text += contentJson(contents[index], index);
-    }
-    text += ']';
-    const others = JSON.stringify(rest);
-    return others === '{}' ? `${text}}` : `${text},${others.slice(1)}`;
+    return jsonWithContents(contents, rest, contentJson);
   };
 }

@@ -24,3 +24,22 @@ export function createContentJsonCache(write: (content: unknown, index: number) 
     return json;
   };
 }
+
+/**
+ * The JSON of an object whose `contents` come as text from `contentJson` (a
+ * {@link createContentJsonCache}), its other fields serialised whole: `contents` goes first.
+ */
+export function jsonWithContents(
+  contents: readonly unknown[],
+  rest: object,
+  contentJson: (content: unknown, index: number) => string,
+): string {
+  let text = '{"contents":[';
+  for (let index = 0; index < contents.length; index += 1) {
+    if (index > 0) text += ',';
+    text += contentJson(contents[index], index);
+  }
+  text += ']';
+  const others = JSON.stringify(rest);
+  return others === '{}' ? `${text}}` : `${text},${others.slice(1)}`;
+}
