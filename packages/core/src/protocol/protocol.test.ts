@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { isAgentError } from '../errors/index.js';
 import { AGENT_EVENT_TYPES, type AgentEvent, isSuspendEvent } from './events.js';
 import { parseAgentRequestBody, parseAgentRequestText } from './requests.js';
-import { fromWireEvent, toWireEvent } from './wire.js';
+import { fromWireEvent, toWireEvent, wireEventJson } from './wire.js';
 
 /** JSON with object keys sorted at every depth, for byte comparison independent of key order. */
 function normalised(value: unknown): string {
@@ -151,6 +151,17 @@ describe('toWireEvent / fromWireEvent', () => {
     const wire = JSON.parse(JSON.stringify(toWireEvent(event)));
     expect(Object.keys(wire)).toEqual([event.type]);
     expect(fromWireEvent(wire)).toEqual(event);
+  });
+
+  it.each(SAMPLES.map((event) => [event.type, event] as const))('%s is written by wireEventJson as JSON.stringify(toWireEvent) writes it', (_type, event) => {
+    expect(wireEventJson(event)).toBe(JSON.stringify(toWireEvent(event)));
+  });
+
+  it('omits undefined fields and always sends functionCallUpdate.status, in wireEventJson too', () => {
+    expect(wireEventJson({ type: 'functionCall', callId: 'c', name: 'f', args: {}, icon: undefined, title: 'F' })).toBe(
+      '{"functionCall":{"callId":"c","name":"f","args":{},"title":"F"}}',
+    );
+    expect(wireEventJson({ type: 'functionCallUpdate', callId: 'c' } as never)).toBe('{"functionCallUpdate":{"callId":"c","status":null}}');
   });
 
   it('omits undefined fields and always sends functionCallUpdate.status', () => {

@@ -22,6 +22,17 @@ export function toWireEvent(event: AgentEvent): WireEvent {
 }
 
 /**
+ * The JSON text of an event's wire form: what `JSON.stringify(toWireEvent(event))` gives, written
+ * without the intermediate single-key object (the path every streamed event takes).
+ */
+export function wireEventJson(event: AgentEvent): string {
+  const { type, ...payload } = event as AgentEvent & { status?: unknown };
+  if (type === 'functionCallUpdate' && payload.status === undefined) payload.status = null;
+  // Event types are the closed set of names in AGENT_EVENT_PAYLOADS: plain words, nothing to escape.
+  return `{"${type}":${JSON.stringify(payload)}}`;
+}
+
+/**
  * Parses a wire event into the internal union, validating its payload against the event shapes
  * (no schema library: the browser client bundles this). Errors name the path of the bad field,
  * e.g. `functionCall.callId: expected string, got number`.
