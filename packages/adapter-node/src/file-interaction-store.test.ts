@@ -1,12 +1,11 @@
-import { execFile } from 'node:child_process';
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { describeInteractionStoreConformance } from '@org/core/testing';
 import { createFileInteractionStore } from './file-interaction-store.js';
+import { expectOneClaimantPerRecord } from './test-support/shared-store-cases.js';
 
 const folders: string[] = [];
 async function freshFolder(): Promise<string> {
@@ -37,27 +36,12 @@ describe('file interaction store', () => {
 
   it('lets exactly one of two processes claim each interaction', async () => {
     const directory = await freshFolder();
-    const ids = Array.from({ length: 20 }, (_, index) => `race-${index}`);
-    const store = createFileInteractionStore({ directory });
-    for (const id of ids) await store.set(id, { meta: '{"owner":"alice"}', state: JSON.stringify({ id }) }, null);
-    // Each process tries to take a lease on every id, 10 times over, as the runtime's claim does.
-    const script = `
-      const { createFileInteractionStore } = await import(${JSON.stringify(dist)});
-      const store = createFileInteractionStore({ directory: ${JSON.stringify(directory)} });
-      const ids = ${JSON.stringify(ids)};
-      const won = [];
-      await Promise.all(ids.flatMap((id) => Array.from({ length: 10 }, async () => {
-        const record = await store.get(id);
-        const meta = JSON.parse(record.meta);
-        if (meta.lease) return;
-        const version = await store.set(id, { meta: JSON.stringify({ ...meta, lease: { token: String(process.pid), until: Date.now() + 60000 } }) }, record.version);
-        if (version !== undefined) won.push(id);
-      })));
-      console.log(JSON.stringify(won));`;
-    const run = () => promisify(execFile)(process.execPath, ['--input-type=module', '-e', script]);
-    const [first, second] = await Promise.all([run(), run()]);
-    const wins = [...JSON.parse(first.stdout), ...JSON.parse(second.stdout)].sort();
-    expect(wins).toEqual([...ids].sort());
+    await expectOneClaimantPerRecord({
+      entry: dist,
+      factory: 'createFileInteractionStore',
+      storeOptions: { directory },
+      openStore: () => createFileInteractionStore({ directory }),
+    });
   });
 
   it('removes the files of expired records', async () => {

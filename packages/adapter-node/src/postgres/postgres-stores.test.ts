@@ -1,11 +1,8 @@
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeEventBusConformance, describeInteractionStoreConformance, describeSessionLogConformance } from '@org/core/testing';
+import * as cases from '../test-support/shared-store-cases.js';
 import { startPostgresServer, type TestPostgresServer } from '../test-support/start-postgres-server.js';
 import {
   createPostgresBackends,
@@ -51,53 +48,22 @@ describeSessionLogConformance('postgres', (options) => createPostgresSessionLog(
 const busPrefix = freshPrefix();
 describeEventBusConformance('postgres', () => createPostgresEventBus({ url: url(), prefix: busPrefix }), api, { cleanup: closeAll });
 
-const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('postgres stores', () => {
   it('lets exactly one of two processes claim each interaction', async () => {
     const prefix = freshPrefix();
-    const ids = Array.from({ length: 20 }, (_, index) => `race-${index}`);
-    const store = createPostgresInteractionStore({ url: url(), prefix });
-    for (const id of ids) await store.set(id, { meta: '{"owner":"alice"}', state: JSON.stringify({ id }) }, null);
-    await store.close();
-    // Each process takes a lease on every id ten times over, as the runtime's claim does; the
-    // package is imported by its name, as an app would.
-    const script = `
-      const { createPostgresInteractionStore } = await import('@org/adapter-node/postgres');
-      const store = createPostgresInteractionStore({ url: ${JSON.stringify(url())}, prefix: ${JSON.stringify(prefix)} });
-      const ids = ${JSON.stringify(ids)};
-      const won = [];
-      await Promise.all(ids.flatMap((id) => Array.from({ length: 10 }, async () => {
-        const record = await store.get(id);
-        const meta = JSON.parse(record.meta);
-        if (meta.lease) return;
-        const lease = { token: String(process.pid), until: Date.now() + 60000 };
-        const version = await store.set(id, { meta: JSON.stringify({ ...meta, lease }) }, record.version);
-        if (version !== undefined) won.push(JSON.parse(record.state).id);
-      })));
-      await store.close();
-      console.log(JSON.stringify(won));`;
-    const run = () => promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { cwd: packageRoot });
-    const [first, second] = await Promise.all([run(), run()]);
-    const wins = [...JSON.parse(first.stdout), ...JSON.parse(second.stdout)].sort();
-    expect(wins).toEqual([...ids].sort());
-    const check = createPostgresInteractionStore({ pool: pool(), prefix });
-    for (const id of ids) expect((await check.get(id))?.state).toBe(JSON.stringify({ id }));
+    await cases.expectOneClaimantPerRecord({
+      entry: '@org/adapter-node/postgres',
+      factory: 'createPostgresInteractionStore',
+      storeOptions: { url: url(), prefix },
+      openStore: () => createPostgresInteractionStore({ pool: pool(), prefix }),
+    });
   }, 60_000);
 
   it('numbers appends racing over two pools densely, each event at the index its writer got', async () => {
     const prefix = freshPrefix();
-    const [one, two] = [createPostgresSessionLog({ url: url(), prefix }), createPostgresSessionLog({ url: url(), prefix })];
-    await one.create('s-race', { interactionId: 'i-1' });
-    const writes = Array.from({ length: 100 }, (_, index) => ({ log: index % 2 === 0 ? one : two, events: [`{"n":${index},"part":0}`, `{"n":${index},"part":1}`] }));
-    const firsts = await Promise.all(writes.map((write) => write.log.append('s-race', write.events)));
-    expect([...firsts].sort((a, b) => a - b)).toEqual(Array.from({ length: 100 }, (_, index) => index * 2));
-    const events = await two.read('s-race', -1, 1_000);
-    expect(events).toHaveLength(200);
-    for (const [index, write] of writes.entries()) expect(events.slice(firsts[index], (firsts[index] as number) + 2)).toEqual(write.events);
-    expect((await one.get('s-race'))?.eventCount).toBe(200);
-    await Promise.all([one.close(), two.close()]);
+    await cases.expectDenseAppendsAcrossInstances(createPostgresSessionLog({ url: url(), prefix }), createPostgresSessionLog({ url: url(), prefix }));
   });
 
   it('keeps texts PostgreSQL cannot hold as such exactly: NUL characters and the escape marker', async () => {
@@ -110,13 +76,7 @@ describe('postgres stores', () => {
   });
 
   it('keeps a record alive while its lease is renewed, since every write restarts the time to live', async () => {
-    const store = createPostgresInteractionStore({ pool: pool(), prefix: freshPrefix(), ttlMs: 600 });
-    let version = (await store.set('renewed', { meta: '{}', state: '"kept"' }, null)) as string;
-    for (let round = 0; round < 4; round += 1) {
-      await sleep(300);
-      version = (await store.set('renewed', { meta: `{"round":${round}}` }, version)) as string;
-    }
-    expect((await store.get('renewed'))?.state).toBe('"kept"');
+    await cases.expectRenewalKeepsRecord(createPostgresInteractionStore({ pool: pool(), prefix: freshPrefix(), ttlMs: 600 }));
   });
 
   it('deletes expired rows, and the events of expired sessions, after later writes', async () => {
@@ -139,20 +99,11 @@ describe('postgres stores', () => {
     const prefix = freshPrefix();
     const name = `listener-${randomUUID().slice(0, 8)}`;
     const listener = createPostgresEventBus({ url: `${url()}?application_name=${name}`, prefix });
-    const publisher = createPostgresEventBus({ url: url(), prefix });
-    const heard: string[] = [];
-    const subscription = await listener.subscribe('session:s-1', (message) => heard.push(message));
-    const cut = await pool().query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, [name]);
-    expect(cut.rowCount).toBe(1);
-    // The bus takes a new connection and listens again; what was sent meanwhile is lost (the log is the truth).
-    const deadline = Date.now() + 10_000;
-    while (!heard.includes('e:1') && Date.now() < deadline) {
-      await publisher.publish('session:s-1', 'e:1');
-      await sleep(50);
-    }
-    expect(heard).toContain('e:1');
-    await subscription.close();
-    await Promise.all([listener.close(), publisher.close()]);
+    // The bus takes a new connection and listens again.
+    await cases.expectBusHeardAfterCut(listener, createPostgresEventBus({ url: url(), prefix }), async () => {
+      const cut = await pool().query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, [name]);
+      expect(cut.rowCount).toBe(1);
+    });
   });
 
   it('refuses a bus message PostgreSQL could not carry, before sending it', async () => {
@@ -165,15 +116,7 @@ describe('postgres stores', () => {
     const name = `backends-${randomUUID().slice(0, 8)}`;
     const connections = async () => Number((await pool().query(`SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1`, [name])).rows[0].n);
     const backends = createPostgresBackends({ url: `${url()}?application_name=${name}`, prefix: freshPrefix() });
-    const heard: string[] = [];
-    const subscription = await backends.bus.subscribe('session:s-1', (message) => heard.push(message));
-    await backends.log.create('s-1', { interactionId: 'i-1' });
-    await backends.log.append('s-1', ['{"a":1}']);
-    await backends.bus.publish('session:s-1', 'e:0');
-    await backends.store.set('i-1', { meta: '{}', state: '1' }, null);
-    await expect.poll(() => heard).toEqual(['e:0']);
-    expect(await backends.log.read('s-1', -1, 10)).toEqual(['{"a":1}']);
-    expect((await backends.store.get('i-1'))?.state).toBe('1');
+    const subscription = await cases.expectBackendsWorkTogether(backends);
     // The bus keeps one connection for LISTEN; the store and the log share the others.
     expect(await connections()).toBeGreaterThanOrEqual(2);
     await subscription.close();
@@ -196,29 +139,15 @@ describe('postgres stores', () => {
   });
 
   it('refuses hostile ids with a coded error that names the id', async () => {
-    const store = createPostgresInteractionStore({ pool: pool(), prefix: freshPrefix() });
-    await expect(store.get('x'.repeat(600))).rejects.toMatchObject({ code: 'BAD_REQUEST' });
-    await expect(store.set('with\u0000nul', { meta: '{}', state: '1' }, null)).rejects.toMatchObject({
-      code: 'BAD_REQUEST',
-      message: expect.stringContaining('Interaction id'),
-    });
-    const log = createPostgresSessionLog({ pool: pool(), prefix: freshPrefix() });
-    await expect(log.append('bad\nid', ['{}'])).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+    await cases.expectHostileIdsRefused(
+      createPostgresInteractionStore({ pool: pool(), prefix: freshPrefix() }),
+      createPostgresSessionLog({ pool: pool(), prefix: freshPrefix() }),
+    );
   });
 
   it('reports a refused login or an unreachable server as STORE_ERROR without the password or the address', async () => {
     const wrongPassword = url().replace(/:[^:@/]+@/, ':wrong-secret@');
     const unreachable = `postgres://postgres:wrong-secret@127.0.0.1:1/postgres`;
-    for (const target of [wrongPassword, unreachable]) {
-      const store = createPostgresInteractionStore({ url: target });
-      const error = await store.get('i-1').then(
-        () => undefined,
-        (caught: Error) => caught,
-      );
-      expect(error).toMatchObject({ code: 'STORE_ERROR', message: expect.stringContaining('postgres:') });
-      expect(error?.message).not.toContain('wrong-secret');
-      expect(error?.message).not.toContain('127.0.0.1');
-      await store.close();
-    }
+    await cases.expectRefusalsWithoutSecrets((target) => createPostgresInteractionStore({ url: target }), [wrongPassword, unreachable], 'postgres:');
   });
 });
