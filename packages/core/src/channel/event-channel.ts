@@ -29,36 +29,30 @@ export class EventChannel<T> {
   }
 
   /**
-   * Everything queued, in order, leaving the queue empty. An empty array from a closed channel is
-   * its end: then the error it was closed with, if any, is thrown.
+   * What is queued, a burst at a time: each array holds everything queued since the last one (never
+   * empty), so a reader pays one generator step and at most one wait per burst. Ends when the
+   * channel closes, throwing the error it was closed with, if any.
    */
-  takeAll(): T[] {
-    if (this.#buffer.length > 0) {
-      const items = this.#buffer;
-      this.#buffer = [];
-      return items;
+  async *bursts(): AsyncGenerator<T[]> {
+    for (;;) {
+      if (this.#buffer.length > 0) {
+        const items = this.#buffer;
+        this.#buffer = [];
+        yield items;
+        continue;
+      }
+      if (this.#closed) {
+        if (this.#failure) throw this.#failure.error;
+        return;
+      }
+      await new Promise<void>((resolve) => {
+        this.#waiter = resolve;
+      });
     }
-    if (this.#closed && this.#failure) throw this.#failure.error;
-    return [];
-  }
-
-  /** Resolves once something is queued or the channel closes (at once if either is so already). */
-  ready(): Promise<void> {
-    if (this.#buffer.length > 0 || this.#closed) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      this.#waiter = resolve;
-    });
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<T> {
-    for (;;) {
-      const items = this.takeAll();
-      // One wait per burst, not per item.
-      for (const item of items) yield item;
-      if (items.length > 0) continue;
-      if (this.#closed) return;
-      await this.ready();
-    }
+    for await (const items of this.bursts()) for (const item of items) yield item;
   }
 
   #wake(): void {

@@ -38,14 +38,8 @@ export async function* driveRun(
     })
     .finally(() => channel.close());
   try {
-    // Read straight from the channel: one generator step per event, one wait per burst.
-    for (;;) {
-      const events = channel.takeAll();
-      for (const event of events) yield event;
-      if (events.length > 0) continue;
-      if (channel.closed) return;
-      await channel.ready();
-    }
+    // A burst at a time from the channel: one wait per burst, not per event.
+    for await (const events of channel.bursts()) for (const event of events) yield event;
   } finally {
     options.signal?.removeEventListener('abort', forwardAbort);
     if (!channel.closed) controller.abort(new AgentError('ABORTED', 'Run was stopped'));
