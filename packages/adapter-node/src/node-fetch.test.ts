@@ -70,4 +70,47 @@ describe('createNodeFetch', () => {
     const output = execFileSync(process.execPath, ['--input-type=commonjs', '-e', `(async () => { ${probe} })()`], { encoding: 'utf8' });
     expect(JSON.parse(output)).toEqual({ before: false, after: true, refused: 'This fetch was closed' });
   });
+
+  it('does not follow a redirect with a request body and its key header, unless asked; downloads follow', async () => {
+    const seen: Array<{ url: string | undefined; key: string | undefined; body: string }> = [];
+    const elsewhere = createServer((request, response) => {
+      let body = '';
+      request.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      request.on('end', () => {
+        seen.push({ url: request.url, key: request.headers['x-goog-api-key'] as string | undefined, body });
+        response.end(`landed ${request.method}`);
+      });
+    });
+    await new Promise<void>((resolve) => elsewhere.listen(0, '127.0.0.1', resolve));
+    const target = `http://127.0.0.1:${(elsewhere.address() as AddressInfo).port}/landed`;
+    const redirecting = createServer((request, response) => {
+      request.resume();
+      response.writeHead(307, { location: target });
+      response.end();
+    });
+    await new Promise<void>((resolve) => redirecting.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(redirecting.address() as AddressInfo).port}/v1beta/models/m:streamGenerateContent`;
+    const pooled = createNodeFetch();
+    const post = (init: RequestInit = {}) =>
+      pooled(url, { method: 'POST', headers: { 'x-goog-api-key': 'secret-key', 'content-type': 'application/json' }, body: '{"contents":[]}', ...init });
+    try {
+      const refused = await post().then(
+        () => 'followed',
+        (error: Error & { cause?: Error }) => `${error.message}: ${error.cause?.message}`,
+      );
+      expect(refused).toBe('fetch failed: unexpected redirect');
+      expect(seen).toEqual([]);
+      // Asked for in so many words, the redirect is followed, body and all.
+      expect(await (await post({ redirect: 'follow' })).text()).toBe('landed POST');
+      expect(seen).toEqual([{ url: '/landed', key: 'secret-key', body: '{"contents":[]}' }]);
+      // A download has no body to resend: it follows as any fetch does.
+      expect(await (await pooled(url)).text()).toBe('landed GET');
+    } finally {
+      await pooled.close();
+      for (const server of [redirecting, elsewhere]) {
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+      }
+    }
+  });
 });

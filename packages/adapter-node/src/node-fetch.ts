@@ -20,6 +20,11 @@ type Undici = typeof import('undici');
  * request of a run reuses warm connections. undici is loaded on the first request, so a process
  * that never sends one (or imports this package only for its server) does not pay for loading it.
  *
+ * A request with a body does not follow redirects unless its `redirect` says so: an API call that
+ * is redirected fails (`TypeError: fetch failed`) instead of carrying its key headers and body to
+ * another address, and undici need not keep a copy of every body in case one must be sent again.
+ * Requests without a body (downloads) follow redirects as usual.
+ *
  * @example
  * ```ts
  * const fetch = createNodeFetch();
@@ -37,10 +42,13 @@ export function createNodeFetch(options: NodeFetchOptions = {}): NodeFetch {
       ...(options.connections === undefined ? {} : { connections: options.connections }),
       keepAliveTimeout: options.keepAliveTimeout ?? 30_000,
     });
-    const response = await loaded.fetch(
-      input as Parameters<Undici['fetch']>[0],
-      { ...(init as object), dispatcher: agent } as Parameters<Undici['fetch']>[1],
-    );
+    const request = { ...init, dispatcher: agent } as NonNullable<Parameters<Undici['fetch']>[1]>;
+    if (init?.body != null && init.redirect === undefined) {
+      request.redirect = 'error';
+      // No window, no redirect to follow: undici sends the body as it is rather than a copy of it.
+      request.window = null;
+    }
+    const response = await loaded.fetch(input as Parameters<Undici['fetch']>[0], request);
     return response as unknown as Response;
   };
   const close = async (): Promise<void> => {
