@@ -27,7 +27,7 @@ export interface JournalledCall extends CallRecord {
   started?: boolean;
 }
 
-/** The turn a recovered run goes on with: its calls and what is known of them. */
+/** A turn in flight as the journal keeps it, and as a recovered run goes on with it: its calls and what is known of them. */
 export interface RecoveredTurn {
   calls: JournalledCall[];
   /** The result a termination function of the turn already reported. */

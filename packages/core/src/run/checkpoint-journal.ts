@@ -2,7 +2,7 @@ import type { FunctionDefinition } from '../functions/index.js';
 import type { InteractionClaim } from '../interactions/index.js';
 import type { LoopSession } from '../loop/agent-loop.js';
 import type { CallOutcome, CallRecord } from '../loop/function-caller.js';
-import type { JournalledCall, TurnJournal } from '../loop/turn-journal.js';
+import type { RecoveredTurn, TurnJournal } from '../loop/turn-journal.js';
 import type { AgentResult } from '../protocol/events.js';
 import { toSavedState } from './persistence.js';
 import type { RunOptions } from './run-options.js';
@@ -10,18 +10,20 @@ import type { RunOptions } from './run-options.js';
 /**
  * A {@link TurnJournal} that writes checkpoints into a claimed record: the turn and its calls
  * when the model's answer is in (awaited, before side-effecting calls start), each call's result
- * as it settles (written in the background, coalesced), and the turn boundary (awaited, before
- * the next model request). A crash loses at most the turn in flight.
+ * as it settles while others still run (written in the background, coalesced), and the turn
+ * boundary (awaited, before the next model request). A crash loses at most the turn in flight.
  */
 export class CheckpointJournal implements TurnJournal {
   readonly #claim: InteractionClaim;
   readonly #definitions: ReadonlyMap<string, FunctionDefinition>;
   readonly #options: RunOptions;
-  #turn: { calls: JournalledCall[]; result?: AgentResult } | undefined;
+  #turn: RecoveredTurn | undefined;
   #session: LoopSession | undefined;
   #writing: Promise<void> | undefined;
   #dirty = false;
   #checkpointBeforeRequest: boolean;
+  /** Calls that settled before the model's turn was received (they start as the answer streams). */
+  #settledEarly: Array<{ call: CallRecord; outcome: CallOutcome; result: AgentResult | undefined }> = [];
 
   /**
    * `checkpointBeforeRequest`: the session changed since the record was written (a client's
@@ -48,24 +50,35 @@ export class CheckpointJournal implements TurnJournal {
   /** Writes the session as it is now, at a point where no turn is in flight. */
   async checkpoint(session: LoopSession): Promise<void> {
     this.#turn = undefined;
+    this.#settledEarly = [];
     await this.#settleWrites();
     await this.#claim.checkpoint(toSavedState(session, 'checkpoint', this.#options));
   }
 
   async turnReceived(session: LoopSession, calls: readonly CallRecord[]): Promise<void> {
-    this.#turn = {
+    const turn: RecoveredTurn = {
       calls: calls.map((call) => (this.#definitions.get(call.name)?.sideEffects === true ? { ...call, started: true } : { ...call })),
     };
+    this.#turn = turn;
+    // Calls that answered while the model was still streaming are recorded with this write.
+    for (const early of this.#settledEarly.splice(0)) this.#record(turn, early.call, early.outcome, early.result);
+    // Every call has answered: the turn's end is written next, before anything else can happen.
+    if (allAnswered(turn)) return;
     await this.#settleWrites();
     await this.#claim.checkpoint(this.#state(session));
   }
 
   callSettled(session: LoopSession, call: CallRecord, outcome: CallOutcome, result: AgentResult | undefined): void {
-    const entry = this.#turn?.calls.find((candidate) => candidate.callId === call.callId);
-    if (!this.#turn || !entry) return;
-    if (outcome.kind === 'response') entry.response = outcome.response;
-    if (result && !this.#turn.result) this.#turn.result = result;
+    if (!this.#turn) {
+      // The model's answer is not in yet: the call is recorded with the turn.
+      this.#settledEarly.push({ call, outcome, result });
+      return;
+    }
+    if (!this.#record(this.#turn, call, outcome, result)) return;
     this.#session = session;
+    // The last call of the turn to answer: the loop writes the turn's end (or ends the run) next,
+    // with every response in, so this write would be overwritten before anything else happens.
+    if (allAnswered(this.#turn)) return;
     if (this.#writing) {
       this.#dirty = true;
       return;
@@ -75,6 +88,15 @@ export class CheckpointJournal implements TurnJournal {
 
   turnEnded(session: LoopSession): Promise<void> {
     return this.checkpoint(session);
+  }
+
+  /** Puts a settled call's response (and the result it reported) into the turn; `false` when it is not one of the turn's calls. */
+  #record(turn: RecoveredTurn, call: CallRecord, outcome: CallOutcome, result: AgentResult | undefined): boolean {
+    const entry = turn.calls.find((candidate) => candidate.callId === call.callId);
+    if (!entry) return false;
+    if (outcome.kind === 'response') entry.response = outcome.response;
+    if (result && !turn.result) turn.result = result;
+    return true;
   }
 
   #state(session: LoopSession) {
@@ -99,4 +121,9 @@ export class CheckpointJournal implements TurnJournal {
     // surfaces through the claim's next write).
     if (this.#writing) await this.#writing.catch(() => undefined);
   }
+}
+
+/** Whether every call of the turn has its response. */
+function allAnswered(turn: RecoveredTurn): boolean {
+  return turn.calls.every((call) => call.response !== undefined);
 }

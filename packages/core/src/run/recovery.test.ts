@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { AgentError } from '../errors/index.js';
 import { defineFunction, type FunctionGroup } from '../functions/index.js';
 import { createClaimedInteraction } from '../interactions/index.js';
-import type { AgentPorts, BackendClient } from '../ports/index.js';
+import type { AgentPorts, BackendClient, InteractionStore } from '../ports/index.js';
 import type { GenerateContentResponse } from '../protocol/gemini.js';
 import type { JsonObject, LLMContent } from '../protocol/content.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
@@ -263,6 +263,66 @@ describe('never lose a run', () => {
     expect(complete).toMatchObject({ type: 'complete', result: { success: true } });
     expect(JSON.stringify(complete)).toContain('first turn');
     expect(backend.requests.filter((request) => !answered(request, 'system_write_file'))).toHaveLength(1);
+  });
+
+  it('records each answer as it comes while other calls of the turn run, and writes nothing twice', async () => {
+    const waiting = new Map<string, () => void>();
+    const later = (name: string) =>
+      defineFunction({
+        name,
+        description: 'Answers when the test lets it.',
+        parameters: z.object({}),
+        handler: () => new Promise<JsonObject>((resolve) => waiting.set(name, () => resolve({ [name]: true }))),
+      });
+    const tools: FunctionGroup = {
+      name: 'tools',
+      functions: [
+        defineFunction({ name: 'quick', description: 'Answers at once.', parameters: z.object({}), handler: async () => ({ quick: true }) }),
+        later('medium'),
+        later('slow'),
+      ],
+    };
+    const memory = createMemoryInteractionStore();
+    /** Each write of a state: per call of the turn in flight, whether its answer was in; `boundary` between turns. */
+    const writes: Array<Record<string, boolean> | 'boundary'> = [];
+    const store: InteractionStore = {
+      get: (id) => memory.get(id),
+      delete: (id, expected) => memory.delete(id, expected),
+      set(id, write, expected) {
+        if (write.state !== undefined) {
+          const calls = (JSON.parse(write.state) as InteractionState).turn?.calls;
+          writes.push(calls ? Object.fromEntries(calls.map((call) => [call.name, call.response !== undefined])) : 'boundary');
+        }
+        return memory.set(id, write, expected);
+      },
+    };
+    const settle = async (count: number): Promise<void> => {
+      for (let wait = 0; writes.length < count; wait += 1) {
+        if (wait > 400) throw new Error(`expected ${count} writes, got ${JSON.stringify(writes)}`);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    };
+    // Chunks come a few milliseconds apart, so a call that answers at once does so while its turn streams.
+    const backend = createScriptedBackendClient(
+      [
+        [functionCallChunk('quick', {}), functionCallChunk('medium', {}), functionCallChunk('slow', {})],
+        [functionCallChunk('quick', {}), thoughtChunk('Waiting for the answer.')],
+        [...done('All answered'), thoughtChunk('Done.')],
+      ],
+      { chunkDelayMs: 5 },
+    );
+    const events = collect(run(start('Ask them all'), { backend, store }, { interactionId: 'three-calls', functionGroups: [tools] }));
+    // The run's first state, then the model's turn with what answered while it streamed.
+    await settle(2);
+    expect(writes).toEqual(['boundary', { quick: true, medium: false, slow: false }]);
+    (waiting.get('medium') as () => void)();
+    await settle(3);
+    expect(writes[2]).toEqual({ quick: true, medium: true, slow: false });
+    (waiting.get('slow') as () => void)();
+    expect((await events).at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+    // The last answer is written with the turn's end; a turn whose calls all answered while the
+    // model streamed is written once, at its end; the last turn ends the run and writes nothing.
+    expect(writes.slice(3)).toEqual(['boundary', 'boundary']);
   });
 });
 
