@@ -64,8 +64,9 @@ export interface FunctionDefinition<P extends z.ZodObject = z.ZodObject> {
   /**
    * `true` when a call changes something outside the run (sends a message, writes a sheet, charges
    * a card). When a run is recovered after a crash, such a call that was in flight is reported to
-   * the model as interrupted instead of being run again; other calls are simply run again. When
-   * the run keeps checkpoints, a side-effecting call starts only once its turn is recorded.
+   * the model as interrupted instead of being run again; other calls are simply run again. A
+   * side-effecting call starts only once the model's whole answer is in (and, when the run keeps
+   * checkpoints, recorded), and never when that answer broke off and is asked for again.
    * Default `false`.
    */
   sideEffects?: boolean;

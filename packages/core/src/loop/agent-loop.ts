@@ -155,18 +155,18 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
         // The run may have been stopped while the request was being prepared: its signal fires no more.
         if (signal.aborted) stopTurn();
         else signal.addEventListener('abort', stopTurn, { once: true });
-        let openGate: () => void = () => undefined;
-        const sideEffectGate = journal
-          ? new Promise<void>((resolve) => {
-              openGate = resolve;
-            })
-          : undefined;
+        // Side-effecting calls start once the whole answer is in (and journalled): `true` lets
+        // them run, `false` settles them unrun, for an answer that broke off and is asked again.
+        let openGate: (run: boolean) => void = () => undefined;
+        const sideEffectGate = new Promise<boolean>((resolve) => {
+          openGate = resolve;
+        });
         const turnEnvironment = { ...environment, signal: turnController.signal, resultMetadata };
         caller = new FunctionCaller(
           toolbox.definitions,
           (call) => createFunctionContext(session, turnEnvironment, call.callId, terminate),
           {
-            ...(sideEffectGate ? { sideEffectGate } : {}),
+            sideEffectGate,
             ...(journal ? { onSettled: (call, outcome) => journal.callSettled(session, call, outcome, result) } : {}),
           },
         );
@@ -200,7 +200,7 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
           const failure = toAgentError(error);
           // The calls this partial answer started belong to an answer that will not be used.
           turnController.abort(failure);
-          openGate();
+          openGate(false);
           await caller.settle();
           // The backend retries what fails before its first chunk; a break mid-answer or a
           // timeout is retried here, as a new request for the same turn.
@@ -231,7 +231,7 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
           continue;
         }
         if (journal) await journal.turnReceived(session, caller.calls);
-        openGate();
+        openGate(true);
       }
 
       const settled = await caller.settle();

@@ -28,10 +28,11 @@ export interface SettledCall {
 /** Options of a {@link FunctionCaller}. */
 export interface FunctionCallerOptions {
   /**
-   * Side-effecting calls wait for this before they start (the turn is journalled first, so a
-   * crash can tell a call that ran from one that never started).
+   * Side-effecting calls wait for this before they start: the whole answer is in and journalled
+   * first, so a crash can tell a call that ran from one that never started. `false` settles them
+   * without running them (their answer broke off and will be asked for again).
    */
-  sideEffectGate?: Promise<void>;
+  sideEffectGate?: Promise<boolean>;
   /** Told about each call as it settles, in the order they settle. */
   onSettled?(call: CallRecord, outcome: CallOutcome): void;
 }
@@ -89,15 +90,22 @@ export class FunctionCaller {
   #track(call: CallRecord, run: (definition: FunctionDefinition | undefined) => Promise<CallOutcome>): void {
     const definition = this.#definitions.get(call.name);
     const exclusive = definition?.parallel === false;
-    let before = exclusive ? Promise.allSettled([this.#barrier, ...this.#tasks]) : this.#barrier;
-    if (definition?.sideEffects === true && this.#options.sideEffectGate) before = Promise.all([before, this.#options.sideEffectGate]);
-    const task = before.then(() => run(definition));
+    const before = exclusive ? Promise.allSettled([this.#barrier, ...this.#tasks]) : this.#barrier;
+    const gate = definition?.sideEffects === true ? this.#options.sideEffectGate : undefined;
+    const task = gate
+      ? Promise.all([before, gate]).then(([, open]) => (open ? run(definition) : notRun(call)))
+      : before.then(() => run(definition));
     if (exclusive) this.#barrier = task.catch(() => undefined);
     const onSettled = this.#options.onSettled;
     if (onSettled) void task.then((outcome) => onSettled(call, outcome), () => undefined);
     this.#calls.push(call);
     this.#tasks.push(task);
   }
+}
+
+/** The outcome of a side-effecting call whose answer broke off before it could start. */
+function notRun(call: CallRecord): CallOutcome {
+  return { kind: 'response', response: { error: `${call.name} was not run: the answer that asked for it broke off` } };
 }
 
 /**

@@ -42,6 +42,9 @@ export class CheckpointJournal implements TurnJournal {
   }
 
   async requestStarting(session: LoopSession): Promise<void> {
+    // A request sent again (the last answer broke off) starts its calls afresh: what the calls of
+    // the broken answer said belongs to none of them, even where the model reuses their ids.
+    this.#settledEarly = [];
     if (!this.#checkpointBeforeRequest) return;
     this.#checkpointBeforeRequest = false;
     await this.checkpoint(session);

@@ -166,6 +166,51 @@ describe('never lose a run', () => {
     expect(resumed.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
   });
 
+  it('never runs a side-effecting call of an answer that broke off: the answer sent again runs it once', async () => {
+    for (const options of [fast, { ...fast, interactionId: 'broken-answer' }]) {
+      const sent: string[] = [];
+      const store = createMemoryInteractionStore();
+      /** With checkpoints: what the record said of the call when it started. */
+      let recordedAtStart: unknown;
+      const tools: FunctionGroup = {
+        name: 'mail',
+        functions: [
+          defineFunction({
+            name: 'send_email',
+            description: 'Sends an email.',
+            parameters: z.object({ to: z.string() }),
+            sideEffects: true,
+            handler: async ({ to }) => {
+              sent.push(to);
+              const saved = await store.get('broken-answer');
+              if (saved?.state !== undefined) recordedAtStart = (JSON.parse(saved.state) as InteractionState).turn?.calls;
+              return { sent: true };
+            },
+          }),
+        ],
+      };
+      let attempts = 0;
+      const backend = flakyBackend(async function* (body) {
+        if (JSON.stringify(body).includes('"sent":true')) {
+          yield* done('Sent');
+          return;
+        }
+        attempts += 1;
+        // The model's ids may repeat from one attempt to the next.
+        yield functionCallChunk('send_email', { to: 'ada@example.com' }, { id: 'call-1' });
+        if (attempts === 1) throw new AgentError('MODEL_UNAVAILABLE', 'The answer from Gemini broke off: terminated');
+      });
+      const events = await collect(run(start('Email Ada'), { backend, store }, { ...options, functionGroups: [tools] }));
+      expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+      expect(attempts).toBe(2);
+      expect(sent).toEqual(['ada@example.com']);
+      // The record said it had started, and nothing of the broken answer: a crash now would not run it again.
+      if (options.interactionId !== undefined) {
+        expect(recordedAtStart).toEqual([{ callId: 'call-1', providerId: 'call-1', name: 'send_email', args: { to: 'ada@example.com' }, started: true }]);
+      }
+    }
+  });
+
   it('ends a model request that stalls, retries it, then pauses with TIMEOUT', async () => {
     let requests = 0;
     const backend = flakyBackend(async function* (_body, signal) {
