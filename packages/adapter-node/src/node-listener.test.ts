@@ -90,8 +90,7 @@ describe('adapter-node', () => {
     }
     expect(text).toContain('"thought":{"text":"a"}');
     controller.abort();
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(backend.abortedCount).toBe(1);
+    await expect.poll(() => backend.abortedCount, { timeout: 5_000 }).toBe(1);
   });
 });
 

@@ -333,7 +333,7 @@ describe('durability over HTTP: the dev server process, its file store, a mock G
       // The hung runs are still waiting on their model: none failed, none was answered.
       expect(mock.openCount()).toBe(200);
       expect(stuckEvents.every((events) => events.every((event) => typeOf(event) !== 'error' && typeOf(event) !== 'complete'))).toBe(true);
-      expect(stuckEvents.every((events) => events.some((event) => typeOf(event) === 'sendRequest'))).toBe(true);
+      await waitFor('every held run to show its request', () => stuckEvents.every((events) => events.some((event) => typeOf(event) === 'sendRequest')));
 
       stuck.forEach((controller) => controller.abort());
       expect(new Set(await Promise.all(stuckStreams))).toEqual(new Set(['aborted']));

@@ -110,8 +110,7 @@ describe('createAgentHandler', () => {
     const reader = (response.body as ReadableStream<Uint8Array>).getReader();
     await reader.read();
     await reader.cancel();
-    await new Promise((resolve) => setTimeout(resolve, 150));
-    expect(backend.abortedCount).toBe(1);
+    await expect.poll(() => backend.abortedCount, { timeout: 5_000 }).toBe(1);
   });
 
   it('sends keep-alive comments while the run is quiet', async () => {

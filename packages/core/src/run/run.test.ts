@@ -165,8 +165,7 @@ describe('run() and resume()', () => {
     });
     const events = run(start('slow'), { backend, store: createMemoryInteractionStore() });
     for await (const event of events) if (event.type === 'thought') break;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(backend.abortedCount).toBe(1);
+    await expect.poll(() => backend.abortedCount, { timeout: 5_000 }).toBe(1);
   });
 
   it('cancels the model request when the consumer of a resume stops right after the request event', async () => {
