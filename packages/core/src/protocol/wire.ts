@@ -11,14 +11,7 @@ export type WireEvent = { [key: string]: Record<string, unknown> };
  * validated or copied beyond the top level, since this runs once per streamed event.
  */
 export function toWireEvent(event: AgentEvent): WireEvent {
-  const payload: Record<string, unknown> = {};
-  for (const key in event) {
-    if (key === 'type') continue;
-    const value = (event as Record<string, unknown>)[key];
-    if (value !== undefined) payload[key] = value;
-  }
-  if (event.type === 'functionCallUpdate' && payload.status === undefined) payload.status = null;
-  return { [event.type]: payload };
+  return { [event.type]: wirePayload(event) };
 }
 
 /**
@@ -26,10 +19,20 @@ export function toWireEvent(event: AgentEvent): WireEvent {
  * without the intermediate single-key object (the path every streamed event takes).
  */
 export function wireEventJson(event: AgentEvent): string {
-  const { type, ...payload } = event as AgentEvent & { status?: unknown };
-  if (type === 'functionCallUpdate' && payload.status === undefined) payload.status = null;
   // Event types are the closed set of names in AGENT_EVENT_PAYLOADS: plain words, nothing to escape.
-  return `{"${type}":${JSON.stringify(payload)}}`;
+  return `{"${event.type}":${JSON.stringify(wirePayload(event))}}`;
+}
+
+/** The event without its `type` and its undefined fields; a `functionCallUpdate` always has a `status`. */
+function wirePayload(event: AgentEvent): Record<string, unknown> {
+  const payload: Record<string, unknown> = {};
+  for (const key in event) {
+    if (key === 'type') continue;
+    const value = (event as Record<string, unknown>)[key];
+    if (value !== undefined) payload[key] = value;
+  }
+  if (event.type === 'functionCallUpdate' && payload.status === undefined) payload.status = null;
+  return payload;
 }
 
 /**

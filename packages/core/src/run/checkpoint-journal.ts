@@ -42,8 +42,8 @@ export class CheckpointJournal implements TurnJournal {
   }
 
   async requestStarting(session: LoopSession): Promise<void> {
-    // A request sent again (the last answer broke off) starts its calls afresh: what the calls of
-    // the broken answer said belongs to none of them, even where the model reuses their ids.
+    // Each request's calls start afresh: what calls of an earlier answer said (one that broke off,
+    // or a recovered turn's) belongs to none of them, even where the model reuses their ids.
     this.#settledEarly = [];
     if (!this.#checkpointBeforeRequest) return;
     this.#checkpointBeforeRequest = false;
@@ -53,7 +53,6 @@ export class CheckpointJournal implements TurnJournal {
   /** Writes the session as it is now, at a point where no turn is in flight. */
   async checkpoint(session: LoopSession): Promise<void> {
     this.#turn = undefined;
-    this.#settledEarly = [];
     await this.#settleWrites();
     await this.#claim.checkpoint(toSavedState(session, 'checkpoint', this.#options));
   }
