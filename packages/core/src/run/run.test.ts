@@ -193,6 +193,58 @@ describe('run() and resume()', () => {
     await ended;
   });
 
+  it('starts nothing before the first next(), and a run left before it never asks the model', async () => {
+    const backend = createScriptedBackendClient([[thoughtChunk('unused')]]);
+    const events = run(start('never read'), { backend, store: createMemoryInteractionStore() });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(backend.requests).toHaveLength(0);
+    expect(await events.return(undefined)).toEqual({ done: true, value: undefined });
+    expect(await events.next()).toEqual({ done: true, value: undefined });
+    expect(backend.requests).toHaveLength(0);
+  });
+
+  it('ends a next() that waits on a silent model as soon as the consumer leaves, and cancels the request', async () => {
+    let requestEnded!: () => void;
+    const ended = new Promise<void>((resolve) => (requestEnded = resolve));
+    const silent: AgentPorts['backend'] = {
+      ...createScriptedBackendClient([]),
+      async *streamGenerateContent(_model, _body, signal) {
+        await new Promise<void>((resolve) => {
+          if (signal?.aborted) resolve();
+          else signal?.addEventListener('abort', () => resolve(), { once: true });
+        });
+        requestEnded();
+      },
+    };
+    const events = run(start('wait'), { backend: silent, store: createMemoryInteractionStore() });
+    for (let next = await events.next(); !next.done && next.value.type !== 'sendRequest'; next = await events.next());
+    // The consumer is waiting for the model's first chunk when it leaves (a client gone).
+    const waiting = events.next();
+    expect(await events.return(undefined)).toEqual({ done: true, value: undefined });
+    expect(await waiting).toEqual({ done: true, value: undefined });
+    await ended;
+    expect(await events.next()).toEqual({ done: true, value: undefined });
+  });
+
+  it('throw() ends the run, cancels its model request and rejects with the error given', async () => {
+    const backend = createScriptedBackendClient([[thoughtChunk('a'), thoughtChunk('b'), thoughtChunk('c')]], { chunkDelayMs: 30 });
+    const events = run(start('stop me'), { backend, store: createMemoryInteractionStore() });
+    for (let next = await events.next(); !next.done && next.value.type !== 'thought'; next = await events.next());
+    await expect(events.throw(new Error('the reader failed'))).rejects.toThrow('the reader failed');
+    await expect.poll(() => backend.abortedCount, { timeout: 5_000 }).toBe(1);
+    expect(await events.next()).toEqual({ done: true, value: undefined });
+  });
+
+  it('answers next() calls made together with the events in order, then done', async () => {
+    const script = () => createScriptedBackendClient([[thoughtChunk('one'), thoughtChunk('two'), functionCallChunk('system_objective_fulfilled', { objective_outcome: 'Done' })]]);
+    const ports = () => ({ backend: script(), store: createMemoryInteractionStore() });
+    const expected = (await collect(run(start('together'), ports()))).map((event) => event.type);
+    expect(expected).toContain('thought');
+    const events = run(start('together'), ports());
+    const results = await Promise.all(Array.from({ length: expected.length + 3 }, () => events.next()));
+    expect(results.map((result) => (result.done ? 'done' : result.value.type))).toEqual([...expected, 'done', 'done', 'done']);
+  });
+
   it('refuses a resume by a different owner and keeps the run for its owner', async () => {
     const backend = createScriptedBackendClient([
       [functionCallChunk('chat_request_user_input', { user_message: 'Name?' })],
