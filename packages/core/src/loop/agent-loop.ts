@@ -179,6 +179,9 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
             onDelta(delta) {
               chunks += 1;
               for (const text of delta.thoughts) emit({ type: 'thought', text });
+              // The last turn is asked for without tools: a call the model makes anyway is not run
+              // (it would outlive the run), nor announced.
+              if (capped) return;
               for (const call of delta.functionCalls) {
                 const record: CallRecord =
                   call.providerId === undefined

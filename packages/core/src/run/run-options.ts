@@ -16,7 +16,7 @@ export interface RunOptions {
   model?: string;
   /** `objective` (default): ends on the termination functions. `chat`: ends on a turn without calls. */
   mode?: LoopMode;
-  /** After this many model turns, one last tool-free turn is requested and the run ends. */
+  /** After this many model turns, one last tool-free turn is requested and the run ends; a call the model makes in it anyway is not run. */
   maxTurns?: number;
   /** Extra function groups; a group named like a built-in one (`system`, `chat`, ...) replaces it. */
   functionGroups?: FunctionGroup[];

@@ -9,6 +9,7 @@ import {
   createMemoryInteractionStore,
   createScriptedBackendClient,
   functionCallChunk,
+  textChunk,
   thoughtChunk,
   usageChunk,
   type ScriptedRequest,
@@ -157,6 +158,32 @@ describe('run() and resume()', () => {
     expect(looping.requests[3]?.body.tools).toBeUndefined();
     expect(events.some((event) => event.type === 'thought' && event.text.startsWith('Turn limit reached (3 turns)'))).toBe(true);
     expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: false } });
+  });
+
+  it('runs no call the model makes in the tool-free last turn anyway', async () => {
+    let runs = 0;
+    const note = defineFunction({
+      name: 'take_note',
+      description: 'Notes something down.',
+      parameters: z.object({ text: z.string() }),
+      handler: async () => {
+        runs += 1;
+        return { noted: true };
+      },
+    });
+    const stubborn = createScriptedBackendClient((request) =>
+      request.body.tools
+        ? [functionCallChunk('take_note', { text: 'again' })]
+        : [functionCallChunk('take_note', { text: 'one more' }), textChunk('Out of turns.')],
+    );
+    const options: RunOptions = { maxTurns: 2, functionGroups: [{ name: 'notes', functions: [note] }] };
+    const events = await collect(run(start('keep noting'), { backend: stubborn, store: createMemoryInteractionStore() }, options));
+    expect(stubborn.requests).toHaveLength(3);
+    expect(events.filter((event) => event.type === 'functionCall')).toHaveLength(2);
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: false } });
+    // Give a call started in the background time to run before counting.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(runs).toBe(2);
   });
 
   it('cancels the model request when the consumer stops reading', async () => {
