@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 
 /** Options of {@link createNodeFetch}. */
 export interface NodeFetchOptions {
@@ -14,6 +15,10 @@ export interface NodeFetchOptions {
 export type NodeFetch = typeof fetch & { close(): Promise<void> };
 
 type Undici = typeof import('undici');
+
+// undici is a CommonJS package: `require` loads it as it is, where `import()` would first scan
+// its sources for their export names (about 20 ms of CPU on Node 22 and 50 ms on Node 20).
+const require = createRequire(import.meta.url);
 
 /**
  * Creates the `fetch` the ports use in Node: undici with a pooled keep-alive agent, so every model
@@ -32,12 +37,12 @@ type Undici = typeof import('undici');
  * ```
  */
 export function createNodeFetch(options: NodeFetchOptions = {}): NodeFetch {
-  let undici: Promise<Undici> | undefined;
+  let undici: Undici | undefined;
   let agent: InstanceType<Undici['Agent']> | undefined;
   let closed = false;
   const pooled = async (input: Parameters<typeof fetch>[0], init?: RequestInit): Promise<Response> => {
     if (closed) throw new TypeError('fetch failed', { cause: new Error('This fetch was closed') });
-    const loaded = await (undici ??= import('undici'));
+    const loaded = (undici ??= require('undici') as Undici);
     agent ??= new loaded.Agent({
       ...(options.connections === undefined ? {} : { connections: options.connections }),
       keepAliveTimeout: options.keepAliveTimeout ?? 30_000,
@@ -53,8 +58,6 @@ export function createNodeFetch(options: NodeFetchOptions = {}): NodeFetch {
   };
   const close = async (): Promise<void> => {
     closed = true;
-    // A request that is loading undici right now still gets its agent closed with the others.
-    if (undici) await undici.catch(() => undefined);
     await agent?.close();
   };
   return Object.assign(pooled as unknown as typeof fetch, { close });
