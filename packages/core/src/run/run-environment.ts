@@ -11,7 +11,10 @@ export interface RunEnvironment {
   abort(reason: unknown): void;
 }
 
-const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
+const done = (): IteratorReturnResult<undefined> => ({ done: true, value: undefined });
+
+/** Read events a queue drops from its front once they are at least half of it. */
+const COMPACT_AFTER = 1024;
 
 /**
  * Runs `body` as a background task that emits events, and returns a generator of those events, in
@@ -49,7 +52,7 @@ export function driveRun(
     ended = true;
     queue = [];
     readAt = 0;
-    for (const resolve of waiting.splice(0)) resolve(DONE);
+    for (const resolve of waiting.splice(0)) resolve(done());
   };
   const emit = (event: RunEvent): void => {
     if (ended) return;
@@ -83,18 +86,22 @@ export function driveRun(
         if (readAt === queue.length) {
           queue = [];
           readAt = 0;
+        } else if (readAt >= COMPACT_AFTER && readAt * 2 >= queue.length) {
+          // A reader that never catches up must not keep what it has read alive.
+          queue = queue.slice(readAt);
+          readAt = 0;
         }
         return Promise.resolve({ done: false, value: event });
       }
       if (ended) {
         finish();
-        return Promise.resolve(DONE);
+        return Promise.resolve(done());
       }
       return new Promise((resolve) => waiting.push(resolve));
     },
     return() {
       finish();
-      return Promise.resolve(DONE);
+      return Promise.resolve(done());
     },
     throw(error: unknown) {
       finish();

@@ -272,6 +272,18 @@ describe('run() and resume()', () => {
     expect(results.map((result) => (result.done ? 'done' : result.value.type))).toEqual([...expected, 'done', 'done', 'done']);
   });
 
+  it('delivers thousands of events in order to a reader slower than the run', async () => {
+    const thoughts = Array.from({ length: 5_000 }, (_, index) => thoughtChunk(`step ${index}`));
+    const backend = createScriptedBackendClient([[...thoughts, textChunk('Done.')]]);
+    const texts: string[] = [];
+    for await (const event of run(start('think a lot'), { backend, store: createMemoryInteractionStore() }, { mode: 'chat' })) {
+      if (event.type === 'thought') texts.push(event.text);
+      // The run goes on emitting while the reader waits for another task now and then.
+      if (texts.length % 100 === 0) await new Promise((resolve) => setTimeout(resolve, 0));
+    }
+    expect(texts).toEqual(Array.from({ length: 5_000 }, (_, index) => `step ${index}`));
+  });
+
   it('refuses a resume by a different owner and keeps the run for its owner', async () => {
     const backend = createScriptedBackendClient([
       [functionCallChunk('chat_request_user_input', { user_message: 'Name?' })],
