@@ -1,65 +1,90 @@
+/** Read items a queue drops from its front once they are at least half of it. */
+const COMPACT_AFTER = 1024;
+
+const done = (): IteratorReturnResult<undefined> => ({ done: true, value: undefined });
+
 /**
  * A single-consumer async queue. The loop and the function handlers push events from any task;
- * the run's generator pulls them in order. Pushing after `close` is ignored, so a handler that
- * outlives a cancelled run cannot corrupt a finished stream.
+ * the run's reader pulls them in order. An item the reader is already waiting for goes straight
+ * to its pending `next()`, with no generator steps between. Pushing after `close` is ignored, so a
+ * handler that outlives a cancelled run cannot corrupt a finished stream.
  */
 export class EventChannel<T> {
-  #buffer: T[] = [];
+  /** Pushed and not yet read, from `#readAt` on. */
+  #queue: T[] = [];
+  #readAt = 0;
+  /** The reader's `next()` calls waiting for an item; only while the queue is empty. */
+  #waiting: Array<{ resolve: (result: IteratorResult<T, undefined>) => void; reject: (error: unknown) => void }> = [];
   #closed = false;
   #failure: { error: unknown } | undefined;
-  #waiter: (() => void) | undefined;
 
-  /** Queues `item` for the consumer. */
+  /** Queues `item` for the reader, or hands it to the `next()` that waits for it. */
   push(item: T): void {
     if (this.#closed) return;
-    this.#buffer.push(item);
-    this.#wake();
+    const waiting = this.#waiting.shift();
+    if (waiting) waiting.resolve({ done: false, value: item });
+    else this.#queue.push(item);
   }
 
-  /** Ends the stream after what is already queued; `error` is thrown to the consumer after it. */
+  /** Ends the stream after what is already queued; `error` is thrown to the reader after it. */
   close(error?: unknown): void {
     if (this.#closed) return;
     this.#closed = true;
     if (error !== undefined) this.#failure = { error };
-    this.#wake();
+    // Waiting readers have read everything: the end (or the error) is theirs now.
+    for (const waiting of this.#waiting.splice(0)) {
+      const failure = this.#failure;
+      this.#failure = undefined;
+      if (failure) waiting.reject(failure.error);
+      else waiting.resolve(done());
+    }
+  }
+
+  /** Ends the stream now, for a reader that left: what is queued is dropped, every `next()` is done. */
+  discard(): void {
+    this.#closed = true;
+    this.#failure = undefined;
+    this.#queue = [];
+    this.#readAt = 0;
+    for (const waiting of this.#waiting.splice(0)) waiting.resolve(done());
   }
 
   get closed(): boolean {
     return this.#closed;
   }
 
-  /**
-   * What is queued, a burst at a time: each array holds everything queued since the last one (never
-   * empty), so a reader pays one generator step and at most one wait per burst. Ends when the
-   * channel closes, throwing the error it was closed with, if any.
-   */
-  async *bursts(): AsyncGenerator<T[]> {
-    for (;;) {
-      if (this.#buffer.length > 0) {
-        const items = this.#buffer;
-        this.#buffer = [];
-        yield items;
-        continue;
+  /** The next item; done once the channel is closed and read to its end (after its error, if any). */
+  next(): Promise<IteratorResult<T, undefined>> {
+    if (this.#readAt < this.#queue.length) {
+      const item = this.#queue[this.#readAt] as T;
+      this.#readAt += 1;
+      if (this.#readAt === this.#queue.length) {
+        this.#queue = [];
+        this.#readAt = 0;
+      } else if (this.#readAt >= COMPACT_AFTER && this.#readAt * 2 >= this.#queue.length) {
+        // A reader that never catches up must not keep what it has read alive.
+        this.#queue = this.#queue.slice(this.#readAt);
+        this.#readAt = 0;
       }
-      if (this.#closed) {
-        if (this.#failure) throw this.#failure.error;
-        return;
-      }
-      await new Promise<void>((resolve) => {
-        this.#waiter = resolve;
-      });
+      return Promise.resolve({ done: false, value: item });
     }
+    if (this.#closed) {
+      const failure = this.#failure;
+      this.#failure = undefined;
+      return failure ? Promise.reject(failure.error) : Promise.resolve(done());
+    }
+    return new Promise((resolve, reject) => this.#waiting.push({ resolve, reject }));
   }
 
-  async *[Symbol.asyncIterator](): AsyncGenerator<T> {
-    for await (const items of this.bursts()) for (const item of items) yield item;
-  }
-
-  #wake(): void {
-    const waiter = this.#waiter;
-    if (waiter) {
-      this.#waiter = undefined;
-      waiter();
-    }
+  /** An iterator over the channel; leaving it (`break`) ends that iterator, not the channel. */
+  [Symbol.asyncIterator](): AsyncIterator<T, undefined> {
+    let left = false;
+    return {
+      next: () => (left ? Promise.resolve(done()) : this.next()),
+      return: () => {
+        left = true;
+        return Promise.resolve(done());
+      },
+    };
   }
 }
