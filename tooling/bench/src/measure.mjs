@@ -10,7 +10,7 @@ import { expectedAnswer } from './mock/scenario.mjs';
 import { killGroup, listeningUrl, startNode } from './processes.mjs';
 
 /**
- * @typedef {'floor' | 'ours' | 'ours-server' | 'sse-server' | 'resume' | 'shared-sessions'} ContenderName
+ * @typedef {'floor' | 'ours' | 'ours-server' | 'sse-server' | 'sse-floor-server' | 'resume' | 'shared-sessions'} ContenderName
  * @typedef {'mock' | 'in-process' | 'http'} BackendKind
  */
 
@@ -135,8 +135,8 @@ export async function measure(spec, rep, context) {
     }
     if (spec.backend === 'http') {
       const serverResult = path.join(folder, 'server.json');
-      const sse = spec.contender === 'sse-server';
-      const server = startNode(sse ? 'contenders/sse-server.mjs' : 'contenders/ours-server.mjs', { ...env, BENCH_RESULT: serverResult }, limit);
+      const sse = spec.contender === 'sse-server' || spec.contender === 'sse-floor-server';
+      const server = startNode(sse ? `contenders/${spec.contender}.mjs` : 'contenders/ours-server.mjs', { ...env, BENCH_RESULT: serverResult }, limit);
       let client;
       try {
         const serverUrl = await listeningUrl(server, 'the agent server');

@@ -1,8 +1,9 @@
 // @ts-check
-// SSE throughput: runs whose model streams many thoughts, served by adapter-node's serve(), each
-// thought one event on the wire. The figure is events per second of the server's CPU: through
-// createAgentHandler as it is, and through run() + createSseEventStream (the writer the handler's
-// SSE path uses, without the session layer between them).
+// SSE throughput: runs whose model streams many thoughts, each thought one event on the wire. The
+// figure is events per second of the server's CPU: through createAgentHandler behind adapter-node's
+// serve(), through run() + createSseEventStream (the writer the handler's SSE path uses, without
+// the session layer between them), and through the floor: node:http and no library, sending the
+// same events. The floor is what this machine allows, whatever the runtime does.
 import { measurement } from '../measure.mjs';
 import { cell, figureOf, ratioCell, table } from '../report.mjs';
 import { problemsOf } from './scenario.mjs';
@@ -10,18 +11,24 @@ import { problemsOf } from './scenario.mjs';
 /** Thoughts the model streams per run. */
 const THOUGHTS = 2000;
 
+/** @param {import('./scenario.mjs').BenchConfig} config */
+const runsOf = (config) => Math.max(3, Math.round(config.runs / 4));
+
 /**
  * @param {import('./scenario.mjs').BenchConfig} config
  * @param {'agent-handler' | 'event-stream'} variant
  */
-const served = (config, variant) =>
-  measurement('sse-server', 'http', 1, Math.max(3, Math.round(config.runs / 4)), variant, { BENCH_SSE_THOUGHTS: String(THOUGHTS) });
+const served = (config, variant) => measurement('sse-server', 'http', 1, runsOf(config), variant, { BENCH_SSE_THOUGHTS: String(THOUGHTS) });
+
+/** @param {import('./scenario.mjs').BenchConfig} config */
+const floorServed = (config) => measurement('sse-floor-server', 'http', 1, runsOf(config), undefined, { BENCH_SSE_THOUGHTS: String(THOUGHTS) });
 
 /** @type {import('./scenario.mjs').Scenario} */
 export const sseThroughput = {
   name: 'sse',
-  measurements: (config) => [served(config, 'agent-handler'), served(config, 'event-stream')],
+  measurements: (config) => [floorServed(config), served(config, 'agent-handler'), served(config, 'event-stream')],
   report(samplesOf, config) {
+    const floor = samplesOf(floorServed(config).id);
     const handler = samplesOf(served(config, 'agent-handler').id);
     const stream = samplesOf(served(config, 'event-stream').id);
     /** @type {import('../report.mjs').Pick} */
@@ -29,19 +36,25 @@ export const sseThroughput = {
     /** @type {import('../report.mjs').Pick} */
     const perEvent = (sample) => (sample.cpuPerRunMs * 1000) / figureOf(sample, 'eventsPerRun');
     const runs = handler[0]?.runs ?? 0;
+    // The floor must send what ours sends, or the comparison means nothing.
+    const mismatched = [...handler, ...stream].flatMap((sample) => {
+      const ours = figureOf(sample, 'eventsPerRun');
+      const theirs = floor.find((candidate) => candidate.rep === sample.rep);
+      return theirs && figureOf(theirs, 'eventsPerRun') !== ours ? [`${sample.id}: ${ours} events per run, the floor sent ${figureOf(theirs, 'eventsPerRun')}`] : [];
+    });
     return {
       markdown: [
         `### SSE events per second of server CPU (${THOUGHTS} thoughts per run, ${runs} runs per process)`,
         '',
         table(
-          ['figure', 'createAgentHandler', 'run() + createSseEventStream', 'stream / handler'],
+          ['figure', 'floor: node:http, no library', 'createAgentHandler', 'run() + createSseEventStream', 'handler / floor', 'stream / floor'],
           [
-            ['thousand events per core-second', cell(handler, perSecond, 'k'), cell(stream, perSecond, 'k'), ratioCell(stream, handler, perSecond)],
-            ['server CPU per event', cell(handler, perEvent, ' µs'), cell(stream, perEvent, ' µs'), ratioCell(stream, handler, perEvent)],
+            ['thousand events per core-second', cell(floor, perSecond, 'k'), cell(handler, perSecond, 'k'), cell(stream, perSecond, 'k'), ratioCell(handler, floor, perSecond), ratioCell(stream, floor, perSecond)],
+            ['server CPU per event', cell(floor, perEvent, ' µs'), cell(handler, perEvent, ' µs'), cell(stream, perEvent, ' µs'), ratioCell(handler, floor, perEvent), ratioCell(stream, floor, perEvent)],
           ],
         ),
       ].join('\n'),
-      problems: problemsOf([...handler, ...stream]),
+      problems: [...problemsOf([...floor, ...handler, ...stream]), ...mismatched],
     };
   },
 };
