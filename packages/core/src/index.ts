@@ -81,6 +81,7 @@ export {
   PartSchema,
   SUSPEND_EVENT_TYPES,
   toWireEvent,
+  toWireEventJson,
   type AgentEvent,
   type AgentEventOf,
   type AgentEventType,

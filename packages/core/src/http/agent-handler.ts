@@ -3,7 +3,7 @@ import type { AgentPorts, EventBus, SessionLog } from '../ports/index.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
 import { parseAgentRequestText, parseJsonBody, type AgentRequestLimits } from '../protocol/requests.js';
 import type { RunEvent } from '../protocol/run-events.js';
-import { wireEventJson } from '../protocol/wire.js';
+import { toWireEventJson } from '../protocol/wire.js';
 import { resume, type RunOptions } from '../run/index.js';
 import { createMemoryEventBus, createMemorySessionLog } from '../sessions/memory-session-log.js';
 import { createSessionService, type SessionContext, type SessionEvent, type SessionService } from '../sessions/session-service.js';
@@ -229,7 +229,7 @@ async function resumeLegacy(
 /** A run's events as session events (the path for interactions saved outside sessions). */
 async function* runEvents(events: AsyncGenerator<RunEvent>): AsyncGenerator<SessionEvent[]> {
   let index = 0;
-  for await (const event of events) yield [{ index: index++, json: wireEventJson(event) }];
+  for await (const event of events) yield [{ index: index++, json: toWireEventJson(event) }];
 }
 
 function singleEvent(payload: object): ReadableStream<Uint8Array> {

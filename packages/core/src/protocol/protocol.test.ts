@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { isAgentError } from '../errors/index.js';
 import { AGENT_EVENT_TYPES, type AgentEvent, isSuspendEvent } from './events.js';
 import { parseAgentRequestBody, parseAgentRequestText } from './requests.js';
-import { fromWireEvent, toWireEvent, wireEventJson } from './wire.js';
+import { fromWireEvent, toWireEvent, toWireEventJson } from './wire.js';
 
 /** JSON with object keys sorted at every depth, for byte comparison independent of key order. */
 function normalised(value: unknown): string {
@@ -153,15 +153,22 @@ describe('toWireEvent / fromWireEvent', () => {
     expect(fromWireEvent(wire)).toEqual(event);
   });
 
-  it.each(SAMPLES.map((event) => [event.type, event] as const))('%s is written by wireEventJson as JSON.stringify(toWireEvent) writes it', (_type, event) => {
-    expect(wireEventJson(event)).toBe(JSON.stringify(toWireEvent(event)));
+  it.each(SAMPLES.map((event) => [event.type, event] as const))('%s is written by toWireEventJson as JSON.stringify(toWireEvent) writes it', (_type, event) => {
+    expect(toWireEventJson(event)).toBe(JSON.stringify(toWireEvent(event)));
   });
 
-  it('omits undefined fields and always sends functionCallUpdate.status, in wireEventJson too', () => {
-    expect(wireEventJson({ type: 'functionCall', callId: 'c', name: 'f', args: {}, icon: undefined, title: 'F' })).toBe(
+  it('omits undefined fields and always sends functionCallUpdate.status, in toWireEventJson too', () => {
+    expect(toWireEventJson({ type: 'functionCall', callId: 'c', name: 'f', args: {}, icon: undefined, title: 'F' })).toBe(
       '{"functionCall":{"callId":"c","name":"f","args":{},"title":"F"}}',
     );
-    expect(wireEventJson({ type: 'functionCallUpdate', callId: 'c' } as never)).toBe('{"functionCallUpdate":{"callId":"c","status":null}}');
+    expect(toWireEventJson({ type: 'functionCallUpdate', callId: 'c' } as never)).toBe('{"functionCallUpdate":{"callId":"c","status":null}}');
+  });
+
+  it('writes valid JSON for an event whose type is not one of the protocol names', () => {
+    const event = { type: 'x"}, "injected": {"', text: 'hi' } as never;
+    const json = toWireEventJson(event);
+    expect(JSON.parse(json)).toEqual({ 'x"}, "injected": {"': { text: 'hi' } });
+    expect(json).toBe(JSON.stringify(toWireEvent(event)));
   });
 
   it('omits undefined fields and always sends functionCallUpdate.status', () => {

@@ -16,10 +16,16 @@ export function toWireEvent(event: AgentEvent): WireEvent {
 
 /**
  * The JSON text of an event's wire form: what `JSON.stringify(toWireEvent(event))` gives, written
- * without the intermediate single-key object (the path every streamed event takes).
+ * without the intermediate single-key object. The cheaper way to put events on a stream.
+ *
+ * @example
+ * ```ts
+ * createSseEventStream(run(request, ports), { encode: (event) => encodeSseEvent(toWireEventJson(event)) });
+ * ```
  */
-export function wireEventJson(event: AgentEvent): string {
-  // Event types are the closed set of names in AGENT_EVENT_PAYLOADS: plain words, nothing to escape.
+export function toWireEventJson(event: AgentEvent): string {
+  // The protocol's event types are plain words with nothing to escape; any other name goes through JSON.stringify.
+  if (!Object.hasOwn(AGENT_EVENT_PAYLOADS, event.type)) return JSON.stringify(toWireEvent(event));
   return `{"${event.type}":${JSON.stringify(wirePayload(event))}}`;
 }
 

@@ -6,7 +6,7 @@ import type { StartRequest } from '../protocol/requests.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
 import type { RunEvent } from '../protocol/run-events.js';
 import type { GenerateContentRequest } from '../protocol/gemini.js';
-import { wireEventJson } from '../protocol/wire.js';
+import { toWireEventJson } from '../protocol/wire.js';
 import { createRequestSerializer } from '../model/request-json.js';
 import { readInteractionState } from '../run/interaction-state.js';
 import { resumeClaimed } from '../run/resume.js';
@@ -219,7 +219,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
         const json =
           event.type === 'sendRequest'
             ? `{"sendRequest":{"model":${JSON.stringify(event.model)},"body":${serializeRequest(event.body as GenerateContentRequest)}}}`
-            : wireEventJson(event);
+            : toWireEventJson(event);
         if (isSuspendEvent(event)) {
           // The status changes before anyone can see the event, so an immediate resume is accepted.
           lastInteraction = event.interactionId;

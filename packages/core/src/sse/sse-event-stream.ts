@@ -2,7 +2,7 @@ import { encodeSseComment } from './sse-encoder.js';
 
 /** Options of {@link createSseEventStream}. */
 export interface SseEventStreamOptions<T> {
-  /** One item as the text of its SSE frame, e.g. `(event) => encodeSseEvent(toWireEvent(event))`. */
+  /** One item as the text of its SSE frame, e.g. `(event) => encodeSseEvent(toWireEventJson(event))`. */
   encode(item: T): string;
   /** A keep-alive comment goes out after this much silence, so proxies keep the stream open. Default 15 000 ms; `0` sends none. */
   keepAliveMs?: number;
@@ -34,7 +34,7 @@ const BATCH_CHARS = 16 * 1024;
  *
  * @example
  * ```ts
- * const body = createSseEventStream(run(request, ports), { encode: (event) => encodeSseEvent(toWireEvent(event)) });
+ * const body = createSseEventStream(run(request, ports), { encode: (event) => encodeSseEvent(toWireEventJson(event)) });
  * return new Response(body, { headers: { 'content-type': 'text/event-stream' } });
  * ```
  */

@@ -7,7 +7,7 @@
 // Env: BENCH_SSE_THOUGHTS thoughts per run. Prints `LISTENING <url>`; on SIGTERM reports `first`
 // (when the second run arrives) and `last`.
 import { serve } from '@org/adapter-node';
-import { createSseEventStream, encodeSseEvent, run, toWireEvent } from '@org/core';
+import { createSseEventStream, encodeSseEvent, run, toWireEventJson } from '@org/core';
 import { createAgentHandler } from '@org/core/http';
 import { createMemoryInteractionStore } from '@org/core/testing';
 import { report, snapshot } from './contender.mjs';
@@ -45,7 +45,7 @@ const handler =
         const controller = new AbortController();
         request.signal.addEventListener('abort', () => controller.abort(), { once: true });
         const events = run(body.start, { backend, store }, { ...options, signal: controller.signal });
-        const stream = createSseEventStream(events, { encode: (event) => encodeSseEvent(toWireEvent(event)), onCancel: () => controller.abort() });
+        const stream = createSseEventStream(events, { encode: (event) => encodeSseEvent(toWireEventJson(event)), onCancel: () => controller.abort() });
         return new Response(stream, { headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' } });
       }
     : createAgentHandler({ createPorts: () => ({ backend, store }), runOptions: () => options });
