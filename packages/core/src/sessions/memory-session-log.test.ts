@@ -45,4 +45,24 @@ describe('memory session log bounds', () => {
     expect(await log.get('other')).toMatchObject({ eventCount: 1 });
     expect(await log.get('old')).toBeUndefined();
   });
+
+});
+
+describe('memory session log reads', () => {
+  it('reads events back one by one from any cursor, whatever batches they were appended in', async () => {
+    const log = createMemorySessionLog();
+    await log.create('s', { interactionId: 'i-s' });
+    // Batches of one, many, none and many again; texts of every length, the empty one included.
+    const texts = ['{"a":0}', '', '{"b":"line\\nbreak"}', 'ü€😀', '{"c":3}', 'x', '{"d":[1,2]}', '{"e":{}}'];
+    expect(await log.append('s', [texts[0] as string])).toBe(0);
+    expect(await log.append('s', texts.slice(1, 5))).toBe(1);
+    expect(await log.append('s', [])).toBe(5);
+    expect(await log.append('s', texts.slice(5))).toBe(5);
+    expect(await log.get('s')).toMatchObject({ eventCount: texts.length });
+    for (let after = -1; after <= texts.length; after += 1) {
+      for (const limit of [0, 1, 2, 3, 100]) {
+        expect(await log.read('s', after, limit), `after ${after}, limit ${limit}`).toEqual(texts.slice(after + 1, after + 1 + limit));
+      }
+    }
+  });
 });

@@ -21,9 +21,24 @@ const DEFAULT_MAX_CHARS = 64 * 1024 * 1024;
 
 interface StoredSession {
   info: SessionInfo;
-  events: string[];
+  /**
+   * The events in the batches they were appended in, oldest first: one event's text as it is, or
+   * the texts of several joined into one string. A joined batch is one object for the garbage
+   * collector to copy where its events would be hundreds, and copying kept events is most of what
+   * a long stream of small events costs it.
+   */
+  batches: Array<string | JoinedBatch>;
+  /** The index of each batch's first event. */
+  starts: number[];
+  eventCount: number;
   chars: number;
   writtenAt: number;
+}
+
+/** Several events' texts in one string; `ends[k]` is where event `k` ends in it. */
+interface JoinedBatch {
+  text: string;
+  ends: number[];
 }
 
 /**
@@ -81,23 +96,34 @@ export function createMemorySessionLog(options: MemorySessionLogOptions = {}): S
       if (live(id)) return false;
       const created: SessionInfo = { status: 'running', eventCount: 0, interactionId: info.interactionId };
       if (info.owner !== undefined) created.owner = info.owner;
-      const session: StoredSession = { info: created, events: [], chars: 0, writtenAt: 0 };
+      const session: StoredSession = { info: created, batches: [], starts: [], eventCount: 0, chars: 0, writtenAt: 0 };
       written(id, session);
       return true;
     },
     async get(id) {
       const session = live(id);
-      return session && { ...session.info, eventCount: session.events.length };
+      return session && { ...session.info, eventCount: session.eventCount };
     },
     async append(id, events) {
       const session = live(id);
       if (!session) throw new AgentError('NOT_FOUND', `Session ${id} not found`);
-      const first = session.events.length;
+      const first = session.eventCount;
       let chars = 0;
-      for (const event of events) {
-        session.events.push(event);
-        chars += event.length;
+      if (events.length === 1) {
+        const only = events[0] as string;
+        chars = only.length;
+        session.batches.push(only);
+        session.starts.push(first);
+      } else if (events.length > 1) {
+        const ends = new Array<number>(events.length);
+        for (let at = 0; at < events.length; at += 1) {
+          chars += (events[at] as string).length;
+          ends[at] = chars;
+        }
+        session.batches.push({ text: events.join(''), ends });
+        session.starts.push(first);
       }
+      session.eventCount += events.length;
       session.chars += chars;
       totalChars += chars;
       written(id, session);
@@ -107,7 +133,7 @@ export function createMemorySessionLog(options: MemorySessionLogOptions = {}): S
     async read(id, after, limit) {
       const session = live(id);
       if (!session) return [];
-      return session.events.slice(Math.max(0, after + 1), Math.max(0, after + 1) + limit);
+      return readEvents(session, Math.max(0, after + 1), Math.min(session.eventCount, Math.max(0, after + 1) + limit));
     },
     async update(id, change, from) {
       const session = live(id);
@@ -120,6 +146,34 @@ export function createMemorySessionLog(options: MemorySessionLogOptions = {}): S
       return true;
     },
   };
+}
+
+/** The texts of events `from` (inclusive) to `to` (exclusive). */
+function readEvents(session: StoredSession, from: number, to: number): string[] {
+  const events: string[] = [];
+  if (from >= to) return events;
+  // The last batch that starts at or before `from`.
+  let low = 0;
+  let high = session.starts.length - 1;
+  while (low < high) {
+    const middle = (low + high + 1) >> 1;
+    if ((session.starts[middle] as number) <= from) low = middle;
+    else high = middle - 1;
+  }
+  let index = from;
+  for (let at = low; index < to && at < session.batches.length; at += 1) {
+    const batch = session.batches[at] as string | JoinedBatch;
+    if (typeof batch === 'string') {
+      events.push(batch);
+      index += 1;
+      continue;
+    }
+    const { text, ends } = batch;
+    for (let k = index - (session.starts[at] as number); k < ends.length && index < to; k += 1, index += 1) {
+      events.push(text.slice(k === 0 ? 0 : ends[k - 1], ends[k]));
+    }
+  }
+  return events;
 }
 
 const isEnded = (status: SessionStatus): boolean => (TERMINAL_SESSION_STATUSES as readonly string[]).includes(status);
