@@ -45,7 +45,6 @@ describe('memory session log bounds', () => {
     expect(await log.get('other')).toMatchObject({ eventCount: 1 });
     expect(await log.get('old')).toBeUndefined();
   });
-
 });
 
 describe('memory session log reads', () => {
