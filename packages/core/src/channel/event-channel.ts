@@ -1,7 +1,8 @@
 /** Read items a queue drops from its front once they are at least half of it. */
 const COMPACT_AFTER = 1024;
 
-const done = (): IteratorReturnResult<undefined> => ({ done: true, value: undefined });
+/** A fresh `{ done: true }` iterator result. */
+export const done = (): IteratorReturnResult<undefined> => ({ done: true, value: undefined });
 
 /**
  * A single-consumer async queue. The loop and the function handlers push events from any task;

@@ -1,1 +1,1 @@
-export { EventChannel } from './event-channel.js';
+export { done, EventChannel } from './event-channel.js';

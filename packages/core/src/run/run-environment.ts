@@ -1,4 +1,4 @@
-import { EventChannel } from '../channel/index.js';
+import { done, EventChannel } from '../channel/index.js';
 import { AgentError, toAgentError } from '../errors/index.js';
 import type { RunEvent } from '../protocol/run-events.js';
 import type { RunOptions } from './run-options.js';
@@ -11,8 +11,6 @@ export interface RunEnvironment {
   /** Stops the run; an `AgentError` reason other than `ABORTED` reaches the consumer as an `error` event. */
   abort(reason: unknown): void;
 }
-
-const done = (): IteratorReturnResult<undefined> => ({ done: true, value: undefined });
 
 /**
  * Runs `body` as a background task that emits events, and returns a generator of those events, in

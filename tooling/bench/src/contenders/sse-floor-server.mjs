@@ -8,18 +8,13 @@
 // `sse-server.mjs`.
 import http from 'node:http';
 import { once } from 'node:events';
+import { sseTurn } from '../mock/sse-turn.mjs';
 import { report, snapshot } from './contender.mjs';
 
 const thoughts = Number(process.env.BENCH_SSE_THOUGHTS || 2000);
 const model = process.env.MODEL || 'gemini-2.5-flash';
 
-/** @param {object[]} parts @param {object} [end] */
-const chunk = (parts, end = {}) => ({ candidates: [{ content: { role: 'model', parts }, index: 0, ...end }], modelVersion: model, responseId: 'bench-sse' });
-/** @type {any[]} */
-const turn = [
-  ...Array.from({ length: thoughts }, (_, index) => chunk([{ text: `Thinking step ${index}: weighing the next move.`, thought: true }])),
-  chunk([{ text: 'Done thinking.' }], { finishReason: 'STOP' }),
-];
+const turn = sseTurn(thoughts, model);
 async function* streamGenerateContent() {
   yield* turn;
 }

@@ -10,19 +10,14 @@ import { serve } from '@org/adapter-node';
 import { createSseEventStream, encodeSseEvent, run, toWireEventJson } from '@org/core';
 import { createAgentHandler } from '@org/core/http';
 import { createMemoryInteractionStore } from '@org/core/testing';
+import { sseTurn } from '../mock/sse-turn.mjs';
 import { report, snapshot } from './contender.mjs';
 
 const thoughts = Number(process.env.BENCH_SSE_THOUGHTS || 2000);
 const variant = process.env.BENCH_VARIANT || 'agent-handler';
 const model = process.env.MODEL || 'gemini-2.5-flash';
 
-/** @param {object[]} parts @param {object} [end] */
-const chunk = (parts, end = {}) => ({ candidates: [{ content: { role: 'model', parts }, index: 0, ...end }], modelVersion: model, responseId: 'bench-sse' });
-/** @type {any[]} */
-const turn = [
-  ...Array.from({ length: thoughts }, (_, index) => chunk([{ text: `Thinking step ${index}: weighing the next move.`, thought: true }])),
-  chunk([{ text: 'Done thinking.' }], { finishReason: 'STOP' }),
-];
+const turn = sseTurn(thoughts, model);
 const unsupported = () => Promise.reject(new Error('the SSE bench backend only answers model requests'));
 /** @type {import('@org/core').BackendClient} */
 const backend = {
