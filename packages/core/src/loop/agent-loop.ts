@@ -22,6 +22,7 @@ import {
   retriedByBackend,
   retryDelayMs,
   sleep,
+  stopError,
   type ModelPolicy,
 } from './model-stream.js';
 import { interruptedResponse, type RecoveredTurn, type TurnJournal } from './turn-journal.js';
@@ -269,7 +270,7 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
       if (journal) await journal.turnEnded(session);
     }
   } catch (error) {
-    if (signal.aborted) throw abortError(signal, error);
+    if (signal.aborted) throw stopError(signal);
     const agentError = toAgentError(error);
     if (isTransient(agentError)) return { kind: 'pause', error: agentError };
     return { kind: 'fatal', message: `Agent error: ${agentError.message}`, code: agentError.code };
@@ -391,14 +392,7 @@ export function fatalOutcome(error: JsonObject): LoopOutcome {
 }
 
 function throwIfAborted(signal: AbortSignal): void {
-  if (signal.aborted) throw abortError(signal, signal.reason);
-}
-
-/** Why a run stopped: the coded reason it was stopped with (a lost claim), else `ABORTED`. */
-function abortError(signal: AbortSignal, cause: unknown): AgentError {
-  const reason: unknown = signal.reason;
-  if (reason instanceof AgentError && reason.code !== 'ABORTED') return reason;
-  return new AgentError('ABORTED', 'Run was stopped', { cause });
+  if (signal.aborted) throw stopError(signal);
 }
 
 function withOptional<T extends object, O extends Record<string, unknown>>(base: T, optional: O): T & Partial<O> {

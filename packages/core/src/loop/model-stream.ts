@@ -120,12 +120,12 @@ export function retryDelayMs(attempt: number, policy: Required<ModelPolicy>): nu
 export function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal.aborted) {
-      reject(new AgentError('ABORTED', 'Run was stopped', { cause: signal.reason }));
+      reject(stopError(signal));
       return;
     }
     const onAbort = (): void => {
       clearTimeout(timer);
-      reject(new AgentError('ABORTED', 'Run was stopped', { cause: signal.reason }));
+      reject(stopError(signal));
     };
     const timer = setTimeout(() => {
       signal.removeEventListener('abort', onAbort);
@@ -133,4 +133,14 @@ export function sleep(ms: number, signal: AbortSignal): Promise<void> {
     }, ms);
     signal.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+/**
+ * The error a stopped run ends with: the reason it was stopped with when that is an
+ * {@link AgentError} (a lost claim, a cancelled session), else `ABORTED`. Every wait the stop
+ * ends rejects with this one error, so stopping a run builds at most one.
+ */
+export function stopError(signal: AbortSignal): AgentError {
+  const reason: unknown = signal.reason;
+  return reason instanceof AgentError ? reason : new AgentError('ABORTED', 'Run was stopped', { cause: reason });
 }

@@ -1,7 +1,7 @@
-import { AgentError } from '../errors/index.js';
 import { ModelTurnAccumulator, type ModelTurn, type ModelTurnDelta } from '../model/index.js';
 import type { LLMContent } from '../protocol/content.js';
 import type { GenerateContentResponse, UsageMetadata } from '../protocol/gemini.js';
+import { stopError } from './model-stream.js';
 
 /** How many times a turn with nothing usable is requested again, unchanged, before it counts. */
 export const QUIET_RETRIES = 2;
@@ -114,7 +114,7 @@ export class UnusableTurnGuard {
     return new Promise((resolve, reject) => {
       const stopped = (): void => {
         clearTimeout(timer);
-        reject(new AgentError('ABORTED', 'Run was stopped', { cause: signal.reason }));
+        reject(stopError(signal));
       };
       const timer = setTimeout(() => {
         signal.removeEventListener('abort', stopped);

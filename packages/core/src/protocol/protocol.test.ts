@@ -164,6 +164,24 @@ describe('toWireEvent / fromWireEvent', () => {
     expect(toWireEventJson({ type: 'functionCallUpdate', callId: 'c' } as never)).toBe('{"functionCallUpdate":{"callId":"c","status":null}}');
   });
 
+  it('writes fields outside the protocol, functions, dates and empty payloads as JSON.stringify does', () => {
+    const events = [
+      { type: 'thought', text: 'a "quoted"\n\u2028 line', 'x":1,"y': 'escaped key', 'ünï': 1 },
+      { type: 'thought', text: 'only some', skip: () => 1, symbol: Symbol('s'), gone: undefined, when: new Date(0) },
+      { type: 'turnComplete' },
+      { type: 'functionCallUpdate', callId: 'c', extra: [undefined, () => 1] },
+      { type: 'functionCallUpdate', status: undefined },
+    ] as never[];
+    for (const event of events) {
+      const json = toWireEventJson(event);
+      expect(json).toBe(JSON.stringify(toWireEvent(event)));
+      expect(() => JSON.parse(json)).not.toThrow();
+    }
+    expect(JSON.parse(toWireEventJson(events[0] as never))).toEqual({
+      thought: { text: 'a "quoted"\n\u2028 line', 'x":1,"y': 'escaped key', 'ünï': 1 },
+    });
+  });
+
   it('writes valid JSON for an event whose type is not one of the protocol names', () => {
     const event = { type: 'x"}, "injected": {"', text: 'hi' } as never;
     const json = toWireEventJson(event);

@@ -14,6 +14,13 @@ export function toWireEvent(event: AgentEvent): WireEvent {
   return { [event.type]: wirePayload(event) };
 }
 
+/** The payload fields the protocol names: plain words, written into JSON as they are. */
+const PLAIN_KEYS: ReadonlySet<string> = new Set(
+  Object.values(AGENT_EVENT_PAYLOADS).flatMap((shape) =>
+    shape.definition.kind === 'object' ? Object.keys(shape.definition.properties).filter((key) => /^\w+$/.test(key)) : [],
+  ),
+);
+
 /**
  * The JSON text of an event's wire form: what `JSON.stringify(toWireEvent(event))` gives, written
  * without the intermediate single-key object. The cheaper way to put events on a stream.
@@ -26,7 +33,19 @@ export function toWireEvent(event: AgentEvent): WireEvent {
 export function toWireEventJson(event: AgentEvent): string {
   // The protocol's event types are plain words with nothing to escape; any other name goes through JSON.stringify.
   if (!Object.hasOwn(AGENT_EVENT_PAYLOADS, event.type)) return JSON.stringify(toWireEvent(event));
-  return `{"${event.type}":${JSON.stringify(wirePayload(event))}}`;
+  // Each field is written as JSON.stringify writes an object's (undefined, functions and symbols
+  // left out), without building the payload object first: this runs once per streamed event.
+  let fields = '';
+  for (const key in event) {
+    if (key === 'type') continue;
+    const value = (event as Record<string, unknown>)[key];
+    if (value === undefined) continue;
+    const json = JSON.stringify(value) as string | undefined;
+    if (json === undefined) continue;
+    fields += `${fields === '' ? '' : ','}${PLAIN_KEYS.has(key) ? `"${key}"` : JSON.stringify(key)}:${json}`;
+  }
+  if (event.type === 'functionCallUpdate' && event.status === undefined) fields += `${fields === '' ? '' : ','}"status":null`;
+  return `{"${event.type}":{${fields}}}`;
 }
 
 /** The event without its `type` and its undefined fields; a `functionCallUpdate` always has a `status`. */
