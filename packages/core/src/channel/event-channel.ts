@@ -5,6 +5,30 @@ const COMPACT_AFTER = 1024;
 export const done = (): IteratorReturnResult<undefined> => ({ done: true, value: undefined });
 
 /**
+ * The method under which an async iterator offers the items it already holds, without a wait
+ * each: it returns the next queued item, or `undefined` when none is queued yet (the next one
+ * then comes from `next()`, as does the end or an error). Run generators offer it, so that a
+ * reader that gathers bursts (the SSE stream) takes a whole burst at once.
+ */
+export const READ_QUEUED: unique symbol = Symbol('readQueued');
+
+/** An async iterator that offers its queued items; see {@link READ_QUEUED}. */
+export interface QueuedItems<T> {
+  [READ_QUEUED](): T | undefined;
+}
+
+/** The queued-item reader of `iterator`, when it offers one. */
+export function queuedReader<T>(iterator: AsyncIterator<T>): (() => T | undefined) | undefined {
+  const read = (iterator as Partial<QueuedItems<T>>)[READ_QUEUED];
+  return typeof read === 'function' ? read.bind(iterator) : undefined;
+}
+
+/** Resolves on the next turn of the event loop, once what is running now (a burst of events) has run. */
+export function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
+/**
  * A single-consumer async queue. The loop and the function handlers push events from any task;
  * the run's reader pulls them in order. An item the reader is already waiting for goes straight
  * to its pending `next()`, with no generator steps between. Pushing after `close` is ignored, so a
@@ -56,25 +80,32 @@ export class EventChannel<T> {
 
   /** The next item; done once the channel is closed and read to its end (after its error, if any). */
   next(): Promise<IteratorResult<T, undefined>> {
-    if (this.#readAt < this.#queue.length) {
-      const item = this.#queue[this.#readAt] as T;
-      this.#readAt += 1;
-      if (this.#readAt === this.#queue.length) {
-        this.#queue = [];
-        this.#readAt = 0;
-      } else if (this.#readAt >= COMPACT_AFTER && this.#readAt * 2 >= this.#queue.length) {
-        // A reader that never catches up must not keep what it has read alive.
-        this.#queue = this.#queue.slice(this.#readAt);
-        this.#readAt = 0;
-      }
-      return Promise.resolve({ done: false, value: item });
-    }
+    if (this.#readAt < this.#queue.length) return Promise.resolve({ done: false, value: this.#take() });
     if (this.#closed) {
       const failure = this.#failure;
       this.#failure = undefined;
       return failure ? Promise.reject(failure.error) : Promise.resolve(done());
     }
     return new Promise((resolve, reject) => this.#waiting.push({ resolve, reject }));
+  }
+
+  /** The next queued item, or `undefined` when nothing is queued (the end and an error come from `next()`). */
+  readQueued(): T | undefined {
+    return this.#readAt < this.#queue.length ? this.#take() : undefined;
+  }
+
+  #take(): T {
+    const item = this.#queue[this.#readAt] as T;
+    this.#readAt += 1;
+    if (this.#readAt === this.#queue.length) {
+      this.#queue = [];
+      this.#readAt = 0;
+    } else if (this.#readAt >= COMPACT_AFTER && this.#readAt * 2 >= this.#queue.length) {
+      // A reader that never catches up must not keep what it has read alive.
+      this.#queue = this.#queue.slice(this.#readAt);
+      this.#readAt = 0;
+    }
+    return item;
   }
 
   /** An iterator over the channel; leaving it (`break`) ends that iterator, not the channel. */

@@ -1,1 +1,1 @@
-export { done, EventChannel } from './event-channel.js';
+export { done, EventChannel, nextTurn, queuedReader, READ_QUEUED, type QueuedItems } from './event-channel.js';

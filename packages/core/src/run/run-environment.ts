@@ -1,4 +1,4 @@
-import { done, EventChannel } from '../channel/index.js';
+import { done, EventChannel, READ_QUEUED, type QueuedItems } from '../channel/index.js';
 import { AgentError, toAgentError } from '../errors/index.js';
 import type { RunEvent } from '../protocol/run-events.js';
 import type { RunOptions } from './run-options.js';
@@ -57,11 +57,12 @@ export function driveRun(
     channel.discard();
   };
 
-  const generator: AsyncGenerator<RunEvent, void, undefined> = {
+  const generator: AsyncGenerator<RunEvent, void, undefined> & QueuedItems<RunEvent> = {
     next() {
       if (!started && !channel.closed) start();
       return channel.next();
     },
+    [READ_QUEUED]: () => channel.readQueued(),
     return() {
       leave();
       return Promise.resolve(done());

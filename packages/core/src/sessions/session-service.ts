@@ -1,3 +1,4 @@
+import { nextTurn, queuedReader } from '../channel/index.js';
 import { AgentError, toAgentError } from '../errors/index.js';
 import { claimInteraction, DEFAULT_LEASE_MS, readInteractionLabel, type InteractionClaim } from '../interactions/index.js';
 import type { AgentPorts, EventBus, SessionInfo, SessionLog, SessionStatus } from '../ports/index.js';
@@ -177,6 +178,10 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
         if (pending.length >= JOURNAL_BATCH) void schedule();
         else timer ??= setTimeout(() => void schedule(), 0);
       },
+      /** Hands what was added over now, rather than on the next turn of the event loop. */
+      release() {
+        if (timer !== undefined) void schedule();
+      },
       async flush() {
         await schedule();
         if (failure !== undefined) {
@@ -209,30 +214,43 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
     let superseded = false;
     try {
       await journal.start();
-      for await (const event of events) {
-        if (event.type === 'error' && event.code === 'CONFLICT') {
-          // Another instance took the run over after this one stalled past its lease: it writes from now on.
-          superseded = true;
-          continue;
+      const readQueued = queuedReader(events);
+      for (;;) {
+        // What the run has queued is taken at once; else its next event and, after a turn of the
+        // event loop, the burst that came with it: one wait per burst, not one per event.
+        let event = readQueued?.();
+        if (event === undefined) {
+          const next = await events.next();
+          if (next.done) break;
+          event = next.value;
+          if (readQueued) await nextTurn();
         }
-        // A request carries the whole history: each of its contents is serialised once per segment.
-        const json =
-          event.type === 'sendRequest'
-            ? `{"sendRequest":{"model":${JSON.stringify(event.model)},"body":${serializeRequest(event.body as GenerateContentRequest)}}}`
-            : toWireEventJson(event);
-        if (isSuspendEvent(event)) {
-          // The status changes before anyone can see the event, so an immediate resume is accepted.
-          lastInteraction = event.interactionId;
-          await journal.flush();
-          await log.update(sessionId, { status: 'suspended', interactionId: event.interactionId }, ['running']);
-          final = { status: 'suspended', interactionId: event.interactionId };
-        } else if (event.type === 'error') {
-          sawError = true;
-          if (event.interactionId !== undefined) lastInteraction = event.interactionId;
-        } else if (event.type === 'complete') {
-          final = { status: event.result.success ? 'completed' : 'failed' };
-        }
-        journal.add(json);
+        do {
+          if (event.type === 'error' && event.code === 'CONFLICT') {
+            // Another instance took the run over after this one stalled past its lease: it writes from now on.
+            superseded = true;
+            continue;
+          }
+          // A request carries the whole history: each of its contents is serialised once per segment.
+          const json =
+            event.type === 'sendRequest'
+              ? `{"sendRequest":{"model":${JSON.stringify(event.model)},"body":${serializeRequest(event.body as GenerateContentRequest)}}}`
+              : toWireEventJson(event);
+          if (isSuspendEvent(event)) {
+            // The status changes before anyone can see the event, so an immediate resume is accepted.
+            lastInteraction = event.interactionId;
+            await journal.flush();
+            await log.update(sessionId, { status: 'suspended', interactionId: event.interactionId }, ['running']);
+            final = { status: 'suspended', interactionId: event.interactionId };
+          } else if (event.type === 'error') {
+            sawError = true;
+            if (event.interactionId !== undefined) lastInteraction = event.interactionId;
+          } else if (event.type === 'complete') {
+            final = { status: event.result.success ? 'completed' : 'failed' };
+          }
+          journal.add(json);
+        } while ((event = readQueued?.()) !== undefined);
+        journal.release();
       }
       await journal.flush();
     } catch (error) {

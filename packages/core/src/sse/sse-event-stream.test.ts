@@ -1,4 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import type { BackendClient } from '../ports/index.js';
+import { toWireEventJson } from '../protocol/wire.js';
+import { run } from '../run/start.js';
+import { createMemoryInteractionStore } from '../testing/index.js';
 import { encodeSseEvent } from './sse-encoder.js';
 import { createSseEventStream } from './sse-event-stream.js';
 
@@ -96,5 +100,57 @@ describe('createSseEventStream', () => {
       throw new Error('run broke');
     }
     await expect(readAll(createSseEventStream(failing(), { encode: (item) => encodeSseEvent(String(item)) }))).rejects.toThrow('run broke');
+  });
+});
+
+describe('createSseEventStream over a run', () => {
+  /** A chat run whose model thinks `thoughts` times in one answer; `pace` waits that many ms between thoughts. */
+  function thinkingRun(thoughts: number, pace = 0, seen: { signal?: AbortSignal } = {}) {
+    const backend = {
+      async *streamGenerateContent(_model: string, _body: unknown, signal?: AbortSignal) {
+        seen.signal = signal;
+        for (let index = 0; index < thoughts; index += 1) {
+          if (pace > 0) await new Promise((resolve) => setTimeout(resolve, pace));
+          yield { candidates: [{ content: { role: 'model', parts: [{ text: `Thought ${index} of the plan.`, thought: true }] }, index: 0 }] };
+        }
+        yield { candidates: [{ content: { role: 'model', parts: [{ text: 'Done.' }] }, finishReason: 'STOP', index: 0 }] };
+      },
+    } as unknown as BackendClient;
+    const options = { mode: 'chat', maxTurns: 2, defaultFunctionGroups: false, now: () => new Date(0) } as const;
+    return run({ segments: [{ type: 'text', text: 'Think it through.' }] }, { backend, store: createMemoryInteractionStore() }, options);
+  }
+  const encode = (event: Parameters<typeof toWireEventJson>[0]): string => encodeSseEvent(toWireEventJson(event));
+
+  it('sends every event of the run once, in order, a long burst in slices of about 16 KiB', async () => {
+    const expected: string[] = [];
+    for await (const event of thinkingRun(3000)) expected.push(encode(event));
+    const chunks: string[] = [];
+    for await (const bytes of createSseEventStream(thinkingRun(3000), { encode }) as unknown as AsyncIterable<Uint8Array>) {
+      chunks.push(decoder.decode(bytes));
+    }
+    expect(chunks.join('')).toBe(expected.join(''));
+    expect(expected.filter((frame) => frame.startsWith('data: {"thought"')).length).toBe(3000);
+    // About 120 KiB of thoughts: several chunks, none much past the slice.
+    expect(chunks.length).toBeGreaterThanOrEqual(7);
+    for (const chunk of chunks) expect(chunk.length).toBeLessThan(16 * 1024 + 100);
+  });
+
+  it('sends a thought that follows a silence at once, on its own', async () => {
+    const reader = createSseEventStream(thinkingRun(3, 120), { encode }).getReader();
+    const first = decoder.decode((await reader.read()).value);
+    expect(first).toContain('data: {"start":');
+    expect(first).toContain('data: {"sendRequest":');
+    expect(decoder.decode((await reader.read()).value)).toBe('data: {"thought":{"text":"Thought 0 of the plan."}}\n\n');
+    expect(decoder.decode((await reader.read()).value)).toBe('data: {"thought":{"text":"Thought 1 of the plan."}}\n\n');
+    await reader.cancel();
+  });
+
+  it('stops the run when the consumer cancels in the middle of its answer', async () => {
+    const seen: { signal?: AbortSignal } = {};
+    const reader = createSseEventStream(thinkingRun(1000, 2, seen), { encode }).getReader();
+    await reader.read();
+    await reader.read();
+    await reader.cancel('client gone');
+    expect(seen.signal?.aborted).toBe(true);
   });
 });

@@ -1,3 +1,4 @@
+import { nextTurn, queuedReader } from '../channel/index.js';
 import { encodeSseComment } from './sse-encoder.js';
 
 /** Options of {@link createSseEventStream}. */
@@ -65,6 +66,31 @@ export function createSseEventStream<T>(items: AsyncIterable<T>, options: SseEve
     if (flushSoon !== undefined) clearTimeout(flushSoon);
     flushSoon = undefined;
   };
+  const readQueued = queuedReader(iterator);
+  /**
+   * One burst from an iterator that offers its queued items (a run): what is queued already, or
+   * else the next item and whatever follows it within a turn of the event loop, taken without a
+   * wait per item, up to BATCH_CHARS and the consumer's room, as one chunk.
+   */
+  const pullBurst = async (controller: ReadableStreamDefaultController<Uint8Array>, read: () => T | undefined): Promise<void> => {
+    let item = read();
+    if (item === undefined) {
+      const result = await iterator.next();
+      if (finished) return;
+      if (result.done) {
+        stopTimer();
+        controller.close();
+        return;
+      }
+      item = result.value;
+      await nextTurn();
+      if (finished) return;
+    }
+    const room = Math.min(BATCH_CHARS, controller.desiredSize ?? Number.POSITIVE_INFINITY);
+    pending = encode(item);
+    while (pending.length < room && (item = read()) !== undefined) pending += encode(item);
+    flush(controller);
+  };
   return new ReadableStream<Uint8Array>(
     {
       start(controller) {
@@ -90,6 +116,10 @@ export function createSseEventStream<T>(items: AsyncIterable<T>, options: SseEve
         // encoding and one read for the consumer instead of one per event. A burst is cut at
         // BATCH_CHARS, and a quiet moment flushes what waits, so no event is held back.
         try {
+          if (readQueued) {
+            await pullBurst(controller, readQueued);
+            return;
+          }
           for (;;) {
             const result = await iterator.next();
             if (finished) return;
