@@ -8,7 +8,7 @@ export const done = (): IteratorReturnResult<undefined> => ({ done: true, value:
  * The method under which an async iterator offers the items it already holds, without a wait
  * each: it returns the next queued item, or `undefined` when none is queued yet (the next one
  * then comes from `next()`, as does the end or an error). Run generators offer it, so that a
- * reader that gathers bursts (the SSE stream) takes a whole burst at once.
+ * reader that gathers bursts (the SSE stream, a session's journal) takes a whole burst at once.
  */
 export const READ_QUEUED: unique symbol = Symbol('readQueued');
 
