@@ -27,9 +27,10 @@ const BATCH_CHARS = 16 * 1024;
 
 /**
  * A byte stream of server-sent events from an async sequence of items. Items that arrive together
- * go out as one chunk, flushed as soon as the burst ends. Items are read ahead of the consumer, up
- * to `highWaterMark` bytes, and then only as the consumer reads (backpressure);
- * one keep-alive timer serves the whole stream, re-armed lazily, so an event costs no timer and no
+ * go out as one chunk, flushed as soon as the burst ends; from the generator of `run()` or
+ * `resume()` a burst is taken whole, without a wait per event. Items are read ahead of the
+ * consumer, up to `highWaterMark` bytes, and then only as the consumer reads (backpressure); one
+ * keep-alive timer serves the whole stream, re-armed lazily, so an event costs no timer and no
  * race. Cancelling the stream returns the items' iterator (which stops a run). An item that fails
  * to encode, or an iterator that throws, errors the stream.
  *
