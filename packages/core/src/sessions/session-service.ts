@@ -131,17 +131,16 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
   };
 
   /**
-   * Appends a segment's events to the log and announces them, in batches: events that arrive
-   * together go to the log in one append, to the bus in one message, and to local readers in one
-   * hand-over, ahead of the append. They are numbered here: while a segment runs, its instance is
-   * the log's only writer.
+   * Appends a segment's events to the log and announces them, in batches: each burst the segment
+   * takes from its run (a long one in slices of JOURNAL_BATCH) goes to the log in one append, to
+   * the bus in one message, and to local readers in one hand-over, ahead of the append. They are
+   * numbered here: while a segment runs, its instance is the log's only writer.
    */
   const createEventJournal = (sessionId: string, channel: string, segment: LocalSegment) => {
     let nextIndex = 0;
     let pending: string[] = [];
     /** Events not yet handed to local readers. */
     let handOver: SessionEvent[] = [];
-    let timer: ReturnType<typeof setTimeout> | undefined;
     let chain: Promise<void> = Promise.resolve();
     let failure: unknown;
     const write = async (): Promise<void> => {
@@ -153,8 +152,6 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       await bus.publish(channel, `e:${first + batch.length - 1}`).catch(() => undefined);
     };
     const schedule = (): Promise<void> => {
-      if (timer !== undefined) clearTimeout(timer);
-      timer = undefined;
       if (handOver.length > 0) {
         const events = handOver;
         handOver = [];
@@ -174,13 +171,12 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
         nextIndex += 1;
         pending.push(json);
         handOver.push({ index, json });
-        // A burst goes out together on the next turn of the event loop; a long one in slices.
+        // A long burst goes out in slices.
         if (pending.length >= JOURNAL_BATCH) void schedule();
-        else timer ??= setTimeout(() => void schedule(), 0);
       },
-      /** Hands what was added over now, rather than on the next turn of the event loop. */
+      /** The burst is complete: what was added goes to local readers now, and to the log next. */
       release() {
-        if (timer !== undefined) void schedule();
+        if (handOver.length > 0) void schedule();
       },
       async flush() {
         await schedule();
