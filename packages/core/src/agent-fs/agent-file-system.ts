@@ -87,7 +87,7 @@ const MAX_QUOTED_PART_LENGTH = 200;
  */
 export class AgentFileSystem {
   readonly #files = new Map<string, FileDescriptor>();
-  /** Added routes, name → original; `""` and `"/"` map to themselves without being stored. */
+  /** Added routes, name -> original; `""` and `"/"` map to themselves without being stored. */
   readonly #routes = new Map<string, string>();
   readonly #systemFiles = new Map<string, SystemFileGetter>();
   /** Mounted directories, by their path with a trailing `/`. */

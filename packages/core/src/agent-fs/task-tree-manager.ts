@@ -79,7 +79,7 @@ export class TaskTreeManager {
 
   /**
    * Marks a task in progress with a progress message and saves the tree. Subtask ids are trimmed
-   * to their task (`task_001_1` → `task_001`); an empty or unknown id changes nothing.
+   * to their task (`task_001_1` -> `task_001`); an empty or unknown id changes nothing.
    */
   setInProgress(taskId: string | undefined | null, message: string): void {
     if (!taskId) return;
