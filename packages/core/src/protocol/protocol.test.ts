@@ -182,6 +182,29 @@ describe('toWireEvent / fromWireEvent', () => {
     });
   });
 
+  it('writes a thought as JSON.stringify does, whether it is only its text or carries more', () => {
+    const inherited = Object.assign(Object.create({ inheritedNote: 'from the prototype' }) as object, { type: 'thought', text: 'hi' });
+    const events = [
+      { type: 'thought', text: 'plain' },
+      { text: 'type written second', type: 'thought' },
+      { type: 'thought', text: 'quotes " and \\ and \n and \u2028 and \u{1F600} and \ud800' },
+      { type: 'thought', text: '' },
+      { type: 'thought', text: 'with more', more: { a: 1 } },
+      { type: 'thought', text: 'with a gap', gone: undefined },
+      { type: 'thought', text: 42 },
+      { type: 'thought', text: { nested: true } },
+      { type: 'thought' },
+      inherited,
+    ] as never[];
+    for (const event of events) {
+      const json = toWireEventJson(event);
+      expect(json).toBe(JSON.stringify(toWireEvent(event)));
+      expect(() => JSON.parse(json)).not.toThrow();
+    }
+    expect(toWireEventJson(events[0] as never)).toBe('{"thought":{"text":"plain"}}');
+    expect(JSON.parse(toWireEventJson(inherited as never))).toEqual({ thought: { text: 'hi', inheritedNote: 'from the prototype' } });
+  });
+
   it('writes valid JSON for an event whose type is not one of the protocol names', () => {
     const event = { type: 'x"}, "injected": {"', text: 'hi' } as never;
     const json = toWireEventJson(event);
