@@ -99,19 +99,23 @@ describe('file session log', () => {
     await log.create('crash', { interactionId: 'crash' });
     const folder = path.join(directory, 'crash.session');
     // Each append is a pair: an 8 MB text (long enough to write that a kill often lands in the
-    // middle) and a small one. Pair n sits at indexes 2n and 2n + 1.
+    // middle) and a small one. Pair n sits at indexes 2n and 2n + 1. A child stops by itself
+    // after 32 pairs, or as soon as this process is gone (its stdin closes), so one left behind
+    // by an interrupted test run cannot fill the disk.
     const script = `
+      process.stdin.on('end', () => process.exit(0)).resume();
       const { createFileSessionLog } = await import(${JSON.stringify(dist)});
       const log = createFileSessionLog({ directory: ${JSON.stringify(directory)} });
       const pad = 'x'.repeat(8_000_000);
-      for (let n = (await log.get('crash')).eventCount / 2; ; n += 1) {
+      const start = (await log.get('crash')).eventCount / 2;
+      for (let n = start; n < start + 32; n += 1) {
         const first = await log.append('crash', ['{"n":' + n + ',"pad":"' + pad + '"}', JSON.stringify({ n, second: true })]);
         process.stdout.write(first + '\\n');
       }`;
     const leftovers: string[] = [];
     let acknowledgedPairs = 0;
     for (let round = 0; round < 4; round += 1) {
-      const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['pipe', 'pipe', 'inherit'] });
       const exited = new Promise((resolve) => child.once('exit', resolve));
       let acknowledged = 0;
       await new Promise<void>((resolve) => {
