@@ -54,21 +54,36 @@ describe('createNodeFetch', () => {
     }
   });
 
-  it('loads undici only when the first request goes out, and refuses requests once closed', async () => {
+  it('loads undici when the first request goes out, only its agent and fetch, and refuses requests once closed', async () => {
     const probe = `
       const { createNodeFetch } = await import(${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)});
-      const loaded = () => Object.keys(require.cache ?? {}).some((name) => name.includes('undici'));
+      const undiciModules = () => Object.keys(require.cache ?? {}).filter((name) => /[\\/]undici[\\/]/.test(name));
       const pooled = createNodeFetch();
-      const before = loaded();
+      const before = undiciModules().length;
       await pooled('http://127.0.0.1:9/').catch(() => undefined);
-      const after = loaded();
+      const after = undiciModules();
       await pooled.close();
       const refused = await pooled('http://127.0.0.1:9/').then(() => 'sent', (error) => error.cause.message);
-      console.log(JSON.stringify({ before, after, refused }));
+      console.log(JSON.stringify({
+        before,
+        agentAndFetch: after.some((name) => name.endsWith('agent.js')) && after.some((name) => /fetch[\\/]index\\.js$/.test(name)),
+        // Parts of the package a fetch has no use for, which its entry point would load.
+        unused: after.filter((name) => /[\\/]lib[\\/](mock|cache|web[\\/](websocket|eventsource))[\\/]/.test(name)).length,
+        entryPoint: after.some((name) => /[\\/]undici[\\/]index\\.js$/.test(name)),
+        nodesOwnUndici: process.moduleLoadList.some((name) => name.includes('internal/deps/undici')),
+        refused,
+      }));
     `;
     const { execFileSync } = await import('node:child_process');
     const output = execFileSync(process.execPath, ['--input-type=commonjs', '-e', `(async () => { ${probe} })()`], { encoding: 'utf8' });
-    expect(JSON.parse(output)).toEqual({ before: false, after: true, refused: 'This fetch was closed' });
+    expect(JSON.parse(output)).toEqual({
+      before: 0,
+      agentAndFetch: true,
+      unused: 0,
+      entryPoint: false,
+      nodesOwnUndici: false,
+      refused: 'This fetch was closed',
+    });
   });
 
   it('does not follow a redirect with a request body and its key header, unless asked; downloads follow', async () => {
