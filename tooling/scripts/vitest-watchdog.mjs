@@ -6,8 +6,8 @@
 // collect garbage, while the main thread runs V8's incremental sweeping task in workerd's message
 // pump, and that task posts itself again without end: the process spins at 100% CPU with no
 // JavaScript running, so neither a test's timeout (which runs inside workerd) nor vitest ever ends
-// the run. Seen about once in ten runs of the package's tests on a loaded two-core machine, always
-// after a test that moves states of tens of megabytes (gdb: the main thread in
+// the run. Seen in about one run in eight of the package's tests on a loaded two-core machine,
+// each time after a test that moves states of tens of megabytes (gdb: the main thread in
 // `cppgc::internal::Sweeper::SweeperImpl::IncrementalSweepTask::Run` under
 // `v8::platform::DefaultPlatform::PumpMessageLoop`, called by workerd's `IoContext::runImpl`; a
 // "V8 DefaultWorker" thread in `v8::internal::CollectionBarrier::AwaitCollectionBackground`).
