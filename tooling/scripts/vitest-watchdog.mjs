@@ -69,16 +69,13 @@ function runOnce() {
     };
     child.stdout?.on('data', pass(process.stdout));
     child.stderr?.on('data', pass(process.stderr));
-    child.once('exit', (code, signal) => {
+    // Whatever vitest left in its group (workerd) goes with it; the result comes once its output
+    // has all been passed on.
+    child.once('exit', () => stopGroup('SIGKILL'));
+    child.once('close', (code) => {
       clearTimeout(timer);
       current = undefined;
-      // Whatever it left in the group (workerd) goes with it.
-      try {
-        process.kill(-(/** @type {number} */ (child.pid)), 'SIGKILL');
-      } catch {
-        // Nothing left.
-      }
-      resolve(stalled ? 'stalled' : (code ?? (signal ? 1 : 0)));
+      resolve(stalled ? 'stalled' : (code ?? 1));
     });
   });
 }
