@@ -66,7 +66,7 @@ describe('createNodeFetch', () => {
       const refused = await pooled('http://127.0.0.1:9/').then(() => 'sent', (error) => error.cause.message);
       console.log(JSON.stringify({
         before,
-        agentAndFetch: after.some((name) => name.endsWith('agent.js')) && after.some((name) => /fetch[\\/]index\\.js$/.test(name)),
+        agentAndFetch: after.some((name) => /dispatcher[\\/]agent\\.js$/.test(name)) && after.some((name) => /fetch[\\/]index\\.js$/.test(name)),
         // Parts of the package a fetch has no use for, which its entry point would load.
         unused: after.filter((name) => /[\\/]lib[\\/](mock|cache|web[\\/](websocket|eventsource))[\\/]/.test(name)).length,
         entryPoint: after.some((name) => /[\\/]undici[\\/]index\\.js$/.test(name)),
