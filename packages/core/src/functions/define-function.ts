@@ -6,6 +6,7 @@ import type { AgentPorts } from '../ports/index.js';
 import type { JsonObject } from '../protocol/content.js';
 import type { AgentResult } from '../protocol/events.js';
 import type { FunctionDeclaration } from '../protocol/gemini.js';
+import { fixedJson } from '../protocol/fixed-json.js';
 
 /** What a handler receives besides its arguments. */
 export interface FunctionContext {
@@ -119,7 +120,8 @@ const declarations = new WeakMap<FunctionDefinition, FunctionDeclaration>();
 
 /**
  * The Gemini declaration of a function (JSON Schema parameters and, when the definition has one, the
- * response), computed once per definition and shared by every run that uses it.
+ * response), computed once per definition and shared by every run that uses it. It is frozen: its
+ * JSON is kept with it, so requests do not serialise it again (copy it to change it).
  */
 export function toFunctionDeclaration(definition: FunctionDefinition): FunctionDeclaration {
   const cached = declarations.get(definition);
@@ -130,8 +132,9 @@ export function toFunctionDeclaration(definition: FunctionDefinition): FunctionD
     parametersJsonSchema: jsonSchemaOf(definition.parameters, definition.strictDeclaration === true ? 'output' : 'input'),
   };
   if (definition.response) declaration.responseJsonSchema = jsonSchemaOf(definition.response, 'output');
-  declarations.set(definition, declaration);
-  return declaration;
+  const fixed = fixedJson(declaration);
+  declarations.set(definition, fixed);
+  return fixed;
 }
 
 function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output'): JsonObject {

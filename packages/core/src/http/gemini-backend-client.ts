@@ -1,6 +1,7 @@
 import { AgentError, type ErrorCode } from '../errors/index.js';
 import type { BackendClient } from '../ports/index.js';
 import type { GenerateContentRequest, GenerateContentResponse } from '../protocol/gemini.js';
+import { fieldsJson, isFixed } from '../protocol/fixed-json.js';
 import { parseSseStream } from '../sse/index.js';
 import { PrefixCacheTable, type CachedPrefix, type PrefixCache } from './prefix-cache.js';
 import { redactDetails, redactSecrets, redactUrl, secretsOfUrl } from './redact.js';
@@ -64,6 +65,7 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
   const prefixCache = prefixCacheOf(options.prefixCache, baseUrl);
   // Cached prefixes belong to a project: a table shared by clients keeps each credential's apart.
   const identity = `${baseUrl}\n${options.apiKey ?? ''}\n${options.accessToken ?? ''}`;
+  const prefixClient: PrefixClient = { baseUrl, identity };
   const jsonRequest = (method: string, url: string, body: unknown, signal?: AbortSignal): Promise<unknown> =>
     sendJson(options, method, url, body, signal, secrets);
   const needsUpstream = (name: string) => (): Promise<never> =>
@@ -93,7 +95,7 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
           await sleep(Math.min(maxDelayMs, hinted ?? backoff * (0.5 + Math.random() * 0.5)), signal);
         }
       };
-      const cached = prefixCache ? await cachedPrefixOf(prefixCache, { baseUrl, identity }, model, body, jsonRequest, signal) : undefined;
+      const cached = prefixCache ? await cachedPrefixOf(prefixCache, prefixClient, model, body, jsonRequest, signal) : undefined;
       let response: Response;
       if (cached) {
         try {
@@ -161,6 +163,52 @@ function prefixCacheOf(option: PrefixCache | false | undefined, baseUrl: string)
 
 type JsonRequest = (method: string, url: string, body: unknown, signal?: AbortSignal) => Promise<unknown>;
 
+/** What a client keeps of the prefix it looked up last, when its parts are fixed values. */
+interface LastPrefix {
+  model: string;
+  systemInstruction: unknown;
+  tools: unknown;
+  toolConfig: unknown;
+  /** `undefined`: too small to cache. */
+  key: string | undefined;
+}
+
+interface PrefixClient {
+  baseUrl: string;
+  identity: string;
+  last?: LastPrefix;
+}
+
+/**
+ * The table key of a request's prefix: the client, the model and the prefix's exact JSON, or
+ * `undefined` when the prefix is too small to cache. A run sends the same fixed (frozen)
+ * instruction and tools with every request, so the key of the last prefix is used again as it is
+ * (the same string, whose hash the table computed once) instead of being built anew.
+ */
+function prefixKeyOf(
+  client: PrefixClient,
+  model: string,
+  body: GenerateContentRequest,
+  prefix: Record<string, unknown>,
+  minPrefixBytes: number,
+): string | undefined {
+  const { last } = client;
+  if (
+    last !== undefined &&
+    last.model === model &&
+    last.systemInstruction === body.systemInstruction &&
+    last.tools === body.tools &&
+    last.toolConfig === body.toolConfig
+  ) {
+    return last.key;
+  }
+  const prefixJson = fieldsJson(prefix);
+  const key = prefixJson.length < minPrefixBytes ? undefined : `${client.identity}\n${model}\n${prefixJson}`;
+  const fixed = [body.systemInstruction, body.tools, body.toolConfig].every((part) => part === undefined || isFixed(part));
+  client.last = fixed ? { model, systemInstruction: body.systemInstruction, tools: body.tools, toolConfig: body.toolConfig, key } : undefined;
+  return key;
+}
+
 /**
  * The cached prefix a request can use instead of its own system instruction, tools and tool
  * config, created at Gemini when there is none yet; `undefined` when the request goes whole. The
@@ -169,7 +217,7 @@ type JsonRequest = (method: string, url: string, body: unknown, signal?: AbortSi
  */
 async function cachedPrefixOf(
   table: PrefixCacheTable,
-  client: { baseUrl: string; identity: string },
+  client: PrefixClient,
   model: string,
   body: GenerateContentRequest,
   jsonRequest: JsonRequest,
@@ -180,10 +228,9 @@ async function cachedPrefixOf(
   if (body.systemInstruction !== undefined) prefix.systemInstruction = body.systemInstruction;
   if (body.tools !== undefined) prefix.tools = body.tools;
   if (body.toolConfig !== undefined) prefix.toolConfig = body.toolConfig;
-  const prefixJson = JSON.stringify(prefix);
-  if (prefixJson.length < table.minPrefixBytes) return undefined;
   const modelName = model.startsWith('models/') ? model : `models/${model}`;
-  const key = `${client.identity}\n${modelName}\n${prefixJson}`;
+  const key = prefixKeyOf(client, modelName, body, prefix, table.minPrefixBytes);
+  if (key === undefined) return undefined;
   const ttl = `${Math.round(table.ttlMs / 1000)}s`;
   const { baseUrl } = client;
   const create = async (): Promise<CachedPrefix> =>

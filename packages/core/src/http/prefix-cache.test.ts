@@ -126,6 +126,17 @@ describe('prefix caching', () => {
     expect(streamed(seen).at(-1)?.cachedContent).toBe('cachedContents/c3');
   });
 
+  it('looks up the prefix again when the same tools array was changed between requests', async () => {
+    const { baseUrl, seen, caches } = await gemini();
+    const client = createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl, prefixCache: createPrefixCache({ minPrefixBytes: 0 }) });
+    const request = body(0, ['a', 'b']);
+    await drain(client.streamGenerateContent('gemini-2.5-flash', request));
+    request.tools?.[0]?.functionDeclarations?.push({ name: 'c', description: 'Does c.' });
+    await drain(client.streamGenerateContent('gemini-2.5-flash', request));
+    expect(streamed(seen).map((sent) => sent.cachedContent)).toEqual(['cachedContents/c1', 'cachedContents/c2']);
+    expect((caches.get('cachedContents/c2') as GenerateContentRequest).tools?.[0]?.functionDeclarations?.map((declaration) => declaration.name)).toEqual(['a', 'b', 'c']);
+  });
+
   it('sends requests whole when the prefix cannot be cached, and does not ask again at once', async () => {
     const { baseUrl, seen } = await gemini({ refuseCreate: true });
     const client = createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl, prefixCache: createPrefixCache({ minPrefixBytes: 0 }) });

@@ -12,6 +12,7 @@ import { BodyConformer, HistoryValidator } from '../model/index.js';
 import type { AgentPorts } from '../ports/index.js';
 import type { JsonObject, LLMContent, Part } from '../protocol/content.js';
 import type { AgentResult } from '../protocol/events.js';
+import { fixedFrom, fixedJson } from '../protocol/fixed-json.js';
 import type { GenerateContentRequest, Tool } from '../protocol/gemini.js';
 import type { RunEvent } from '../protocol/run-events.js';
 import { FunctionCaller, toFunctionResponsePart, type CallRecord, type SettledCall } from './function-caller.js';
@@ -61,11 +62,16 @@ export type LoopOutcome =
   | { kind: 'suspend'; suspend: Suspend; pending: CallRecord; calls: SettledCall[] }
   | { kind: 'pause'; error: AgentError };
 
-/** The tools, declarations and instruction assembled once from the function groups of a run. */
+/**
+ * The tools, declarations and instruction assembled once from the function groups of a run. The
+ * tools and the instruction go out with every request as they are: they are fixed (frozen, their
+ * JSON kept), so no request serialises them again.
+ */
 export interface Toolbox {
   definitions: ReadonlyMap<string, FunctionDefinition>;
   tools: Tool[];
-  systemInstruction: string;
+  /** The groups' instructions as the request's `systemInstruction`; none when no group has one. */
+  systemInstruction?: LLMContent;
 }
 
 /** Assembles groups into a toolbox; a later group's function replaces an earlier one of the same name. */
@@ -73,19 +79,39 @@ export function createToolbox(groups: readonly FunctionGroup[], builtinTools: re
   const definitions = new Map<string, FunctionDefinition>();
   for (const group of groups) for (const definition of group.functions) definitions.set(definition.name, definition);
   const functionDeclarations = [...definitions.values()].map((definition) => toFunctionDeclaration(definition));
-  const tools: Tool[] = functionDeclarations.length > 0 ? [{ functionDeclarations }, ...builtinTools] : [...builtinTools];
-  const systemInstruction = groups
+  const fixedTools = builtinTools.map((tool) => fixedJson(tool));
+  const tools: Tool[] = fixedFrom(functionDeclarations.length > 0 ? [fixedFrom({ functionDeclarations: fixedFrom(functionDeclarations) }), ...fixedTools] : fixedTools);
+  const instruction = groups
     .map((group) => group.instruction ?? '')
     .filter((text) => text.length > 0)
     .join('\n\n');
-  return { definitions, tools, systemInstruction };
+  if (instruction.length === 0) return { definitions, tools };
+  return { definitions, tools, systemInstruction: fixedInstruction(instruction) };
 }
 
-const GENERATION_CONFIG = {
+/** The instructions of recent toolboxes, by their text: runs with the same groups share one. */
+const instructions = new Map<string, LLMContent>();
+const MAX_KEPT_INSTRUCTIONS = 64;
+
+/** `text` as a fixed `systemInstruction` content (written as JSON once, not once per run). */
+function fixedInstruction(text: string): LLMContent {
+  let content = instructions.get(text);
+  if (content === undefined) {
+    content = fixedFrom<LLMContent>({ parts: fixedFrom([fixedFrom({ text })]), role: 'user' });
+    if (instructions.size >= MAX_KEPT_INSTRUCTIONS) instructions.delete(instructions.keys().next().value as string);
+    instructions.set(text, content);
+  }
+  return content;
+}
+
+const GENERATION_CONFIG = fixedJson({
   temperature: 1,
   topP: 1,
   thinkingConfig: { includeThoughts: true, thinkingBudget: -1 },
-} as const;
+});
+
+/** An objective run must call a function every turn (until it calls one that ends the run). */
+const OBJECTIVE_TOOL_CONFIG: GenerateContentRequest['toolConfig'] = fixedJson({ functionCallingConfig: { mode: 'ANY' } });
 
 /** What the loop needs from its surroundings. */
 export interface LoopEnvironment {
@@ -350,12 +376,10 @@ export function createFunctionContext(
 
 function buildRequestBody(session: LoopSession, toolbox: Toolbox, capped: boolean): GenerateContentRequest {
   const body: GenerateContentRequest = { contents: session.contents.slice(), generationConfig: GENERATION_CONFIG };
-  if (toolbox.systemInstruction.length > 0) {
-    body.systemInstruction = { parts: [{ text: toolbox.systemInstruction }], role: 'user' };
-  }
+  if (toolbox.systemInstruction) body.systemInstruction = toolbox.systemInstruction;
   if (!capped && toolbox.tools.length > 0) {
     body.tools = toolbox.tools;
-    if (session.mode === 'objective') body.toolConfig = { functionCallingConfig: { mode: 'ANY' } };
+    if (session.mode === 'objective') body.toolConfig = OBJECTIVE_TOOL_CONFIG;
   }
   return body;
 }

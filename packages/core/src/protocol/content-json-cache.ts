@@ -1,3 +1,5 @@
+import { fieldsJson } from './fixed-json.js';
+
 /** What is kept of one content: its text, and the `parts` it was taken from. */
 interface KeptContent {
   parts: unknown;
@@ -27,7 +29,8 @@ export function createContentJsonCache(write: (content: unknown, index: number) 
 
 /**
  * The JSON of an object whose `contents` come as text from `contentJson` (a
- * {@link createContentJsonCache}), its other fields serialised whole: `contents` goes first.
+ * {@link createContentJsonCache}), its other fields serialised whole (fixed ones from their kept
+ * text, see {@link fieldsJson}): `contents` goes first.
  */
 export function jsonWithContents(
   contents: readonly unknown[],
@@ -40,6 +43,6 @@ export function jsonWithContents(
     text += contentJson(contents[index], index);
   }
   text += ']';
-  const others = JSON.stringify(rest);
+  const others = fieldsJson(rest);
   return others === '{}' ? `${text}}` : `${text},${others.slice(1)}`;
 }
