@@ -4,9 +4,15 @@ import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineFunction, toFunctionDeclaration } from '../functions/index.js';
-import { createGeminiBackendClient } from '../http/index.js';
+import {
+  createAnthropicBackendClient,
+  createGeminiBackendClient,
+  createOpenAiCompatibleBackendClient,
+  createOpenAiResponsesBackendClient,
+} from '../http/index.js';
+import type { BackendClient } from '../ports/index.js';
 import { run } from '../run/index.js';
-import { createMemoryInteractionStore } from '../testing/index.js';
+import { createMemoryInteractionStore, createScriptedBackendClient, textChunk } from '../testing/index.js';
 import { fieldsJson, fixedFrom, fixedJson, isFixed } from './fixed-json.js';
 import type { GenerateContentRequest } from './gemini.js';
 
@@ -88,6 +94,40 @@ describe('fixed JSON', () => {
     } finally {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it('lets other providers write the same request for the fixed body of a run as for a plain copy of it', async () => {
+    const capture = createScriptedBackendClient([[textChunk('Hello.')]]);
+    for await (const _event of run({ segments: [{ type: 'text', text: 'Say hello.' }] }, { backend: capture, store: createMemoryInteractionStore() }, { mode: 'objective', model: 'gemini-2.5-flash', maxTurns: 1 })) {
+      // Only the request matters.
+    }
+    const fixed = capture.requests[0]?.body as GenerateContentRequest;
+    expect(isFixed(fixed.tools)).toBe(true);
+    const sent: string[] = [];
+    // Each provider's stream ends at once: an error status after the request was captured.
+    const fetch = (async (_url: string, init: RequestInit) => {
+      sent.push(init.body as string);
+      return new Response('{"error":{"message":"stop here"}}', { status: 400, headers: { 'content-type': 'application/json' } });
+    }) as typeof globalThis.fetch;
+    const clients: BackendClient[] = [
+      createOpenAiCompatibleBackendClient({ apiKey: 'k', baseUrl: 'http://127.0.0.1:9/v1', fetch }),
+      createAnthropicBackendClient({ apiKey: 'k', baseUrl: 'http://127.0.0.1:9', fetch, serverTools: [{ type: 'code_execution_20250522', name: 'code_execution' }] }),
+      createOpenAiResponsesBackendClient({ apiKey: 'k', baseUrl: 'http://127.0.0.1:9/v1', fetch, hostedTools: [{ type: 'file_search', vector_store_ids: ['vs_1'] }] }),
+    ];
+    for (const client of clients) {
+      for (const body of [fixed, structuredClone(fixed)]) {
+        await expect(async () => {
+          for await (const _chunk of client.streamGenerateContent('some-model', body)) {
+            // Never reached.
+          }
+        }).rejects.toThrow();
+      }
+    }
+    expect(sent).toHaveLength(6);
+    for (let index = 0; index < 6; index += 2) {
+      expect(sent[index]).toBe(sent[index + 1]);
+      expect((JSON.parse(sent[index] as string) as { tools: unknown[] }).tools.length).toBeGreaterThan(5);
     }
   });
 });

@@ -1,20 +1,21 @@
 import { AgentError } from '../../errors/index.js';
 import type { BackendClient } from '../../ports/index.js';
 import type { JsonObject, LLMContent, Part } from '../../protocol/content.js';
-import type { GenerateContentRequest, GenerateContentResponse, UsageMetadata } from '../../protocol/gemini.js';
+import { fieldsJson } from '../../protocol/fixed-json.js';
+import type { FunctionDeclaration, GenerateContentRequest, GenerateContentResponse, UsageMetadata } from '../../protocol/gemini.js';
 import type { SseEvent } from '../../sse/index.js';
 import { finishChunk, partsChunk, progressChunk, type ChunkIdentity, type ServerToolProgress } from './gemini-chunks.js';
 import {
   builtinToolsOf,
   decodeBase64Text,
   functionCallingOf,
-  functionDeclarationsOf,
   generationSettingsOf,
   isErrorResponse,
   isObject,
   mediaOf,
   parametersSchemaOf,
   parseArguments,
+  providerTools,
   responseTextOf,
   systemTextOf,
   wireCallId,
@@ -97,7 +98,7 @@ export function createAnthropicBackendClient(options: AnthropicBackendClientOpti
         fetch: options.fetch,
         url: `${baseUrl}/messages`,
         headers,
-        body: JSON.stringify(request),
+        body: fieldsJson(request),
         signal,
         retry: options.retry,
         secrets,
@@ -107,6 +108,9 @@ export function createAnthropicBackendClient(options: AnthropicBackendClientOpti
     ...mediaMethods(options.upstream, 'createAnthropicBackendClient'),
   };
 }
+
+/** Each fixed declaration as a Messages tool, translated once. */
+const anthropicTools = new WeakMap<FunctionDeclaration, JsonObject>();
 
 /** The Messages request for a Gemini-shaped body. */
 export function toAnthropicRequest(
@@ -122,12 +126,18 @@ export function toAnthropicRequest(
   if (system !== undefined) request.system = system;
   if (container !== undefined) request.container = container;
 
-  const tools: JsonObject[] = functionDeclarationsOf(body).map((declaration) => {
-    const schema = parametersSchemaOf(declaration);
-    return { name: declaration.name, description: declaration.description, input_schema: schema.type === 'object' ? schema : { type: 'object', ...schema } };
-  });
-  if (builtinToolsOf(body).has('googleSearch')) tools.push({ type: 'web_search_20250305', name: 'web_search' });
-  for (const tool of options.serverTools ?? []) tools.push(tool);
+  const extra: JsonObject[] = [];
+  if (builtinToolsOf(body).has('googleSearch')) extra.push({ type: 'web_search_20250305', name: 'web_search' });
+  for (const tool of options.serverTools ?? []) extra.push(tool);
+  const tools = providerTools(
+    body,
+    anthropicTools,
+    (declaration) => {
+      const schema = parametersSchemaOf(declaration);
+      return { name: declaration.name, description: declaration.description, input_schema: schema.type === 'object' ? schema : { type: 'object', ...schema } };
+    },
+    extra,
+  );
   const calling = functionCallingOf(body);
   const forced = tools.length > 0 && calling.mode === 'ANY';
   if (tools.length > 0) {

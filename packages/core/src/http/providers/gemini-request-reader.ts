@@ -1,5 +1,6 @@
 import { AgentError } from '../../errors/index.js';
 import type { JsonObject, Part } from '../../protocol/content.js';
+import { fixedFrom, fixedJson, isFixed } from '../../protocol/fixed-json.js';
 import type { FunctionDeclaration, GenerateContentRequest } from '../../protocol/gemini.js';
 
 /**
@@ -23,6 +24,32 @@ export function functionDeclarationsOf(body: GenerateContentRequest): FunctionDe
   const declarations: FunctionDeclaration[] = [];
   for (const tool of body.tools ?? []) for (const declaration of tool.functionDeclarations ?? []) declarations.push(declaration);
   return declarations;
+}
+
+/**
+ * A provider's tools for the request: each function declaration translated by `translate`, then
+ * `extra` (built-in and configured tools). When every declaration is fixed (a run's own, see
+ * `fixedJson`), each is translated once and kept in `translations`, and the list is fixed too, so
+ * the request is written without serialising its tools again (see `fieldsJson`).
+ */
+export function providerTools(
+  body: GenerateContentRequest,
+  translations: WeakMap<FunctionDeclaration, JsonObject>,
+  translate: (declaration: FunctionDeclaration) => JsonObject,
+  extra: readonly JsonObject[] = [],
+): JsonObject[] {
+  const declarations = functionDeclarationsOf(body);
+  if (!declarations.every(isFixed)) return [...declarations.map(translate), ...extra];
+  const tools = declarations.map((declaration) => {
+    let tool = translations.get(declaration);
+    if (tool === undefined) {
+      tool = fixedJson(translate(declaration));
+      translations.set(declaration, tool);
+    }
+    return tool;
+  });
+  for (const tool of extra) tools.push(fixedJson(tool));
+  return fixedFrom(tools);
 }
 
 /** Which Gemini built-in tools the request asks for (`googleSearch`, `codeExecution`, ...). */

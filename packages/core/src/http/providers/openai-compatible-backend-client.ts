@@ -1,7 +1,8 @@
 import { AgentError } from '../../errors/index.js';
 import type { BackendClient } from '../../ports/index.js';
 import type { JsonObject, LLMContent, Part } from '../../protocol/content.js';
-import type { GenerateContentRequest, GenerateContentResponse, UsageMetadata } from '../../protocol/gemini.js';
+import { fieldsJson } from '../../protocol/fixed-json.js';
+import type { FunctionDeclaration, GenerateContentRequest, GenerateContentResponse, UsageMetadata } from '../../protocol/gemini.js';
 import type { SseEvent } from '../../sse/index.js';
 import { finishChunk, partsChunk, type ChunkIdentity } from './gemini-chunks.js';
 import {
@@ -14,6 +15,7 @@ import {
   mediaOf,
   parametersSchemaOf,
   parseArguments,
+  providerTools,
   responseTextOf,
   systemTextOf,
   wireCallId,
@@ -81,7 +83,7 @@ export function createOpenAiCompatibleBackendClient(options: OpenAiCompatibleBac
         fetch: options.fetch,
         url: `${baseUrl}/chat/completions`,
         headers,
-        body: JSON.stringify(request),
+        body: fieldsJson(request),
         signal,
         retry: options.retry,
         secrets,
@@ -91,6 +93,9 @@ export function createOpenAiCompatibleBackendClient(options: OpenAiCompatibleBac
     ...mediaMethods(options.upstream, 'createOpenAiCompatibleBackendClient'),
   };
 }
+
+/** Each fixed declaration as a Chat Completions tool, translated once. */
+const chatTools = new WeakMap<FunctionDeclaration, JsonObject>();
 
 /** The Chat Completions request for a Gemini-shaped body. */
 export function toChatCompletionsRequest(
@@ -108,7 +113,7 @@ export function toChatCompletionsRequest(
   });
   const request: JsonObject = { model, messages, stream: true };
   if (options.includeUsage ?? true) request.stream_options = { include_usage: true };
-  const tools = functionDeclarationsOf(body).map((declaration) => ({
+  const tools = providerTools(body, chatTools, (declaration) => ({
     type: 'function',
     function: { name: declaration.name, description: declaration.description, parameters: parametersSchemaOf(declaration) },
   }));

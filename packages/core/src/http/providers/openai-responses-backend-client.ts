@@ -1,19 +1,20 @@
 import { AgentError } from '../../errors/index.js';
 import type { BackendClient } from '../../ports/index.js';
 import type { JsonObject, LLMContent, Part } from '../../protocol/content.js';
-import type { GenerateContentRequest, GenerateContentResponse, UsageMetadata } from '../../protocol/gemini.js';
+import { fieldsJson } from '../../protocol/fixed-json.js';
+import type { FunctionDeclaration, GenerateContentRequest, GenerateContentResponse, UsageMetadata } from '../../protocol/gemini.js';
 import type { SseEvent } from '../../sse/index.js';
 import { finishChunk, partsChunk, progressChunk, type ChunkIdentity, type ServerToolProgress } from './gemini-chunks.js';
 import {
   builtinToolsOf,
   dataUrlOf,
   functionCallingOf,
-  functionDeclarationsOf,
   generationSettingsOf,
   isObject,
   mediaOf,
   parametersSchemaOf,
   parseArguments,
+  providerTools,
   responseTextOf,
   systemTextOf,
   wireCallId,
@@ -90,7 +91,7 @@ export function createOpenAiResponsesBackendClient(options: OpenAiResponsesBacke
         fetch: options.fetch,
         url: `${baseUrl}/responses`,
         headers,
-        body: JSON.stringify(request),
+        body: fieldsJson(request),
         signal,
         retry: options.retry,
         secrets,
@@ -100,6 +101,9 @@ export function createOpenAiResponsesBackendClient(options: OpenAiResponsesBacke
     ...mediaMethods(options.upstream, 'createOpenAiResponsesBackendClient'),
   };
 }
+
+/** Each fixed declaration as a Responses tool, translated once. */
+const responsesTools = new WeakMap<FunctionDeclaration, JsonObject>();
 
 /** The Responses request for a Gemini-shaped body. */
 export function toOpenAiResponsesRequest(
@@ -114,17 +118,23 @@ export function toOpenAiResponsesRequest(
   if (instructions !== undefined) request.instructions = instructions;
 
   const include = new Set(options.include ?? []);
-  const tools: JsonObject[] = functionDeclarationsOf(body).map((declaration) => ({
-    type: 'function',
-    name: declaration.name,
-    description: declaration.description,
-    parameters: parametersSchemaOf(declaration),
-    strict: false,
-  }));
+  const extra: JsonObject[] = [];
   const builtins = builtinToolsOf(body);
-  if (builtins.has('googleSearch')) tools.push({ type: 'web_search' });
-  if (builtins.has('codeExecution')) tools.push({ type: 'code_interpreter', container: { type: 'auto' } });
-  for (const tool of options.hostedTools ?? []) tools.push(tool);
+  if (builtins.has('googleSearch')) extra.push({ type: 'web_search' });
+  if (builtins.has('codeExecution')) extra.push({ type: 'code_interpreter', container: { type: 'auto' } });
+  for (const tool of options.hostedTools ?? []) extra.push(tool);
+  const tools = providerTools(
+    body,
+    responsesTools,
+    (declaration) => ({
+      type: 'function',
+      name: declaration.name,
+      description: declaration.description,
+      parameters: parametersSchemaOf(declaration),
+      strict: false,
+    }),
+    extra,
+  );
   for (const tool of tools) {
     if (tool.type === 'web_search' || tool.type === 'web_search_preview') include.add('web_search_call.action.sources');
     if (tool.type === 'code_interpreter') include.add('code_interpreter_call.outputs');
