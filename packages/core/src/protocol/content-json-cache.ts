@@ -1,30 +1,41 @@
 import { fieldsJson } from './fixed-json.js';
 
-/** What is kept of one content: its text, and the `parts` it was taken from. */
-interface KeptContent {
+/** What is kept of one content: the value made of it, and the `parts` and index it was made from. */
+interface KeptContent<T> {
   parts: unknown;
   partCount: number;
-  json: string;
+  index: number;
+  value: T;
+}
+
+/**
+ * Keeps what `make` gives for each content of a history that only grows, so work done on every
+ * request (serialising a body, translating it for a provider) is done once per content. A
+ * content counts as final once it has been made (the loop only appends whole contents); one
+ * whose `parts` array was replaced or grew, or that moved to another index, is made again.
+ * `make` may refuse a content by throwing.
+ */
+export function createContentCache<T>(make: (content: unknown, index: number) => T): (content: unknown, index: number) => T {
+  const kept = new WeakMap<object, KeptContent<T>>();
+  return (content, index) => {
+    if (typeof content !== 'object' || content === null) return make(content, index);
+    const parts = (content as { parts?: unknown }).parts;
+    const partCount = Array.isArray(parts) ? parts.length : -1;
+    const known = kept.get(content);
+    if (known && known.parts === parts && known.partCount === partCount && known.index === index) return known.value;
+    const value = make(content, index);
+    kept.set(content, { parts, partCount, index, value });
+    return value;
+  };
 }
 
 /**
  * Keeps the JSON text of the contents of a history that only grows, so a body or a saved state
- * written again every turn serialises each content once. A content counts as final once it has
- * been written (the loop only appends whole contents); one whose `parts` array was replaced or
- * grew is written again. `write` turns one content into its text, and may refuse it by throwing.
+ * written again every turn serialises each content once (see {@link createContentCache}). `write`
+ * turns one content into its text, and may refuse it by throwing.
  */
 export function createContentJsonCache(write: (content: unknown, index: number) => string): (content: unknown, index: number) => string {
-  const kept = new WeakMap<object, KeptContent>();
-  return (content, index) => {
-    if (typeof content !== 'object' || content === null) return write(content, index);
-    const parts = (content as { parts?: unknown }).parts;
-    const partCount = Array.isArray(parts) ? parts.length : -1;
-    const known = kept.get(content);
-    if (known && known.parts === parts && known.partCount === partCount) return known.json;
-    const json = write(content, index);
-    kept.set(content, { parts, partCount, json });
-    return json;
-  };
+  return createContentCache(write);
 }
 
 /**

@@ -77,11 +77,14 @@ export function jsonOf(value: unknown): string | undefined {
 /**
  * What `JSON.stringify(object)` gives for a plain object, with fixed values among its fields
  * written from their kept texts. For request bodies, whose fixed parts are most of their size.
+ * `given` supplies the text of other field values, by identity: a request's messages joined from
+ * texts kept per content.
  */
-export function fieldsJson(object: object): string {
+export function fieldsJson(object: object, given?: ReadonlyMap<unknown, string>): string {
   let text = '{';
   for (const key of Object.keys(object)) {
-    const json = jsonOf((object as Record<string, unknown>)[key]);
+    const value = (object as Record<string, unknown>)[key];
+    const json = given?.get(value) ?? jsonOf(value);
     if (json === undefined) continue;
     text += `${text.length > 1 ? ',' : ''}${JSON.stringify(key)}:${json}`;
   }

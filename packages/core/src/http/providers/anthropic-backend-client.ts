@@ -1,6 +1,7 @@
 import { AgentError } from '../../errors/index.js';
 import type { BackendClient } from '../../ports/index.js';
 import type { JsonObject, LLMContent, Part } from '../../protocol/content.js';
+import { createContentCache } from '../../protocol/content-json-cache.js';
 import { fieldsJson } from '../../protocol/fixed-json.js';
 import type { FunctionDeclaration, GenerateContentRequest, GenerateContentResponse, UsageMetadata } from '../../protocol/gemini.js';
 import type { SseEvent } from '../../sse/index.js';
@@ -12,6 +13,7 @@ import {
   generationSettingsOf,
   isErrorResponse,
   isObject,
+  joinedItemsJson,
   mediaOf,
   parametersSchemaOf,
   parseArguments,
@@ -90,15 +92,26 @@ export function createAnthropicBackendClient(options: AnthropicBackendClientOpti
     ...(options.betas && options.betas.length > 0 ? { 'anthropic-beta': options.betas.join(',') } : {}),
     ...options.headers,
   };
+  const turnOf = createContentCache((content, index): KeptTurn => {
+    const turn = contentTurnOf(content as LLMContent, index);
+    const json = turn.blocks.length > 0 ? JSON.stringify({ role: turn.role, content: turn.blocks }) : '';
+    return turn.container === undefined ? { role: turn.role, json } : { role: turn.role, json, container: turn.container };
+  });
   return {
     async *streamGenerateContent(model, body, signal) {
-      const request = toAnthropicRequest(options.model ?? model, body, options);
+      // The history's messages are written from the text kept for each content, unless two
+      // neighbours have to be merged into one message.
+      const now = Date.now();
+      const kept = keptHistory(body.contents ?? [], now, turnOf);
+      const messages: JsonObject[] = [];
+      const history = kept && (kept.container === undefined ? { messages } : { messages, container: kept.container });
+      const request = toAnthropicRequest(options.model ?? model, body, options, now, history);
       const response = await openProviderStream({
         provider: PROVIDER,
         fetch: options.fetch,
         url: `${baseUrl}/messages`,
         headers,
-        body: fieldsJson(request),
+        body: kept ? fieldsJson(request, new Map([[messages, kept.json]])) : fieldsJson(request),
         signal,
         retry: options.retry,
         secrets,
@@ -112,15 +125,19 @@ export function createAnthropicBackendClient(options: AnthropicBackendClientOpti
 /** Each fixed declaration as a Messages tool, translated once. */
 const anthropicTools = new WeakMap<FunctionDeclaration, JsonObject>();
 
-/** The Messages request for a Gemini-shaped body. */
+/**
+ * The Messages request for a Gemini-shaped body. With `history`, its `messages` array stands in
+ * for the translated history (the client writes its text from a cache).
+ */
 export function toAnthropicRequest(
   model: string,
   body: GenerateContentRequest,
   options: Omit<AnthropicBackendClientOptions, 'fetch'> = {},
   now: number = Date.now(),
+  history?: MessagesHistory,
 ): JsonObject {
   const settings = generationSettingsOf(body);
-  const { messages, container } = toMessages(body.contents ?? [], now);
+  const { messages, container } = history ?? toMessages(body.contents ?? [], now);
   const request: JsonObject = { model, max_tokens: settings.maxOutputTokens ?? options.maxTokens ?? defaultMaxTokens(model), messages, stream: true };
   const system = systemTextOf(body);
   if (system !== undefined) request.system = system;
@@ -165,61 +182,19 @@ export function toAnthropicRequest(
   return request;
 }
 
-function toMessages(contents: readonly LLMContent[], now: number): { messages: JsonObject[]; container?: string } {
+/** The history as Messages: one message per content, neighbours of the same role merged. */
+interface MessagesHistory {
+  messages: JsonObject[];
+  container?: string;
+}
+
+function toMessages(contents: readonly LLMContent[], now: number): MessagesHistory {
   const messages: Array<{ role: 'user' | 'assistant'; content: JsonObject[] }> = [];
   let container: string | undefined;
   contents.forEach((content, contentIndex) => {
-    const path = `contents[${contentIndex}]`;
-    const role = content.role === 'model' ? 'assistant' : 'user';
-    const blocks: JsonObject[] = [];
-    if (role === 'assistant') {
-      let callPosition = 0;
-      for (const part of content.parts) {
-        const data = providerDataOf(part, 'anthropic');
-        if (data && 'container' in data) {
-          const expires = typeof data.container.expires_at === 'string' ? Date.parse(data.container.expires_at) : Number.NaN;
-          container = typeof data.container.id === 'string' && !(expires <= now) ? data.container.id : undefined;
-          continue;
-        }
-        const call = part.functionCall;
-        if (call) {
-          const position = callPosition;
-          callPosition += 1;
-          if (data && data.block.type === 'tool_use') blocks.push(data.block);
-          else blocks.push({ type: 'tool_use', id: wireCallId(call.id, contentIndex, position), name: call.name, input: call.args ?? {} });
-          continue;
-        }
-        if (data) {
-          blocks.push(data.block);
-          continue;
-        }
-        // A thought without its signature (another provider's) cannot go back to Claude.
-        if (part.thought === true) continue;
-        if (typeof part.text === 'string' && part.text.length > 0) blocks.push({ type: 'text', text: part.text });
-      }
-    } else {
-      const results: JsonObject[] = [];
-      let responsePosition = 0;
-      content.parts.forEach((part, partIndex) => {
-        const response = part.functionResponse;
-        if (response) {
-          const result: JsonObject = {
-            type: 'tool_result',
-            tool_use_id: wireCallId(response.id, contentIndex - 1, responsePosition),
-            content: responseTextOf(response.response),
-          };
-          if (isErrorResponse(response.response)) result.is_error = true;
-          results.push(result);
-          responsePosition += 1;
-          return;
-        }
-        if (part.thought === true) return;
-        const block = userBlock(part, `${path}.parts[${partIndex}]`);
-        if (block) blocks.push(block);
-      });
-      // Tool results must open the user message.
-      blocks.unshift(...results);
-    }
+    const turn = contentTurnOf(content, contentIndex);
+    if (turn.container) container = containerAt(turn.container, now);
+    const { role, blocks } = turn;
     if (blocks.length === 0) return;
     const last = messages[messages.length - 1];
     if (last && last.role === role) {
@@ -230,6 +205,103 @@ function toMessages(contents: readonly LLMContent[], now: number): { messages: J
     }
   });
   return container === undefined ? { messages } : { messages, container };
+}
+
+/** What one content of the history becomes, before neighbours of the same role are merged. */
+interface ContentTurn {
+  role: 'user' | 'assistant';
+  blocks: JsonObject[];
+  /** The last code-execution container the content names. */
+  container?: { id: unknown; expiresAt: number };
+}
+
+/** The id of a named container still alive at `now`, else `undefined`. */
+function containerAt(container: { id: unknown; expiresAt: number }, now: number): string | undefined {
+  return typeof container.id === 'string' && !(container.expiresAt <= now) ? container.id : undefined;
+}
+
+function contentTurnOf(content: LLMContent, contentIndex: number): ContentTurn {
+  const path = `contents[${contentIndex}]`;
+  const role = content.role === 'model' ? 'assistant' : 'user';
+  const blocks: JsonObject[] = [];
+  let container: ContentTurn['container'];
+  if (role === 'assistant') {
+    let callPosition = 0;
+    for (const part of content.parts) {
+      const data = providerDataOf(part, 'anthropic');
+      if (data && 'container' in data) {
+        const expires = typeof data.container.expires_at === 'string' ? Date.parse(data.container.expires_at) : Number.NaN;
+        container = { id: data.container.id, expiresAt: expires };
+        continue;
+      }
+      const call = part.functionCall;
+      if (call) {
+        const position = callPosition;
+        callPosition += 1;
+        if (data && data.block.type === 'tool_use') blocks.push(data.block);
+        else blocks.push({ type: 'tool_use', id: wireCallId(call.id, contentIndex, position), name: call.name, input: call.args ?? {} });
+        continue;
+      }
+      if (data) {
+        blocks.push(data.block);
+        continue;
+      }
+      // A thought without its signature (another provider's) cannot go back to Claude.
+      if (part.thought === true) continue;
+      if (typeof part.text === 'string' && part.text.length > 0) blocks.push({ type: 'text', text: part.text });
+    }
+  } else {
+    const results: JsonObject[] = [];
+    let responsePosition = 0;
+    content.parts.forEach((part, partIndex) => {
+      const response = part.functionResponse;
+      if (response) {
+        const result: JsonObject = {
+          type: 'tool_result',
+          tool_use_id: wireCallId(response.id, contentIndex - 1, responsePosition),
+          content: responseTextOf(response.response),
+        };
+        if (isErrorResponse(response.response)) result.is_error = true;
+        results.push(result);
+        responsePosition += 1;
+        return;
+      }
+      if (part.thought === true) return;
+      const block = userBlock(part, `${path}.parts[${partIndex}]`);
+      if (block) blocks.push(block);
+    });
+    // Tool results must open the user message.
+    blocks.unshift(...results);
+  }
+  return container === undefined ? { role, blocks } : { role, blocks, container };
+}
+
+/** A content's message as kept by a client: its role, its JSON (empty when it has no blocks), its container. */
+interface KeptTurn {
+  role: ContentTurn['role'];
+  json: string;
+  container?: ContentTurn['container'];
+}
+
+/**
+ * The history's messages as JSON, from what `turnOf` keeps for each content, with the container
+ * alive at `now`; `undefined` when two neighbours of the same role have to be merged (then the
+ * history is translated whole).
+ */
+function keptHistory(contents: readonly LLMContent[], now: number, turnOf: (content: LLMContent, index: number) => KeptTurn): { json: string; container?: string } | undefined {
+  const pieces: string[] = [];
+  let container: string | undefined;
+  let lastRole: string | undefined;
+  for (let index = 0; index < contents.length; index += 1) {
+    const turn = turnOf(contents[index] as LLMContent, index);
+    if (turn.container) container = containerAt(turn.container, now);
+    if (turn.json === '') continue;
+    if (turn.role === lastRole) return undefined;
+    lastRole = turn.role;
+    pieces.push(turn.json);
+  }
+  const json = joinedItemsJson(pieces);
+  return container === undefined ? { json } : { json, container };
 }
 
 function userBlock(part: Part, path: string): JsonObject | undefined {

@@ -1,5 +1,6 @@
 import { AgentError } from '../../errors/index.js';
-import type { JsonObject, Part } from '../../protocol/content.js';
+import type { JsonObject, LLMContent, Part } from '../../protocol/content.js';
+import { createContentCache } from '../../protocol/content-json-cache.js';
 import { fixedFrom, fixedJson, isFixed } from '../../protocol/fixed-json.js';
 import type { FunctionDeclaration, GenerateContentRequest } from '../../protocol/gemini.js';
 
@@ -50,6 +51,33 @@ export function providerTools(
   });
   for (const tool of extra) tools.push(fixedJson(tool));
   return fixedFrom(tools);
+}
+
+/**
+ * Keeps, for each content of a run's history, the JSON of what a provider makes of it
+ * (`translate` gives its messages or items), so a request carries the history without
+ * translating or serialising again the contents it sent before. The text is the items' JSON,
+ * comma-separated (empty for a content that makes none).
+ */
+export function createItemsJsonCache(
+  translate: (content: LLMContent, index: number) => readonly JsonObject[],
+): (content: LLMContent, index: number) => string {
+  const cached = createContentCache((content, index) => {
+    let text = '';
+    for (const item of translate(content as LLMContent, index)) text += `${text === '' ? '' : ','}${JSON.stringify(item)}`;
+    return text;
+  });
+  return (content, index) => cached(content, index);
+}
+
+/** A JSON array written from pieces of comma-separated items, the empty ones left out. */
+export function joinedItemsJson(pieces: readonly string[]): string {
+  let text = '[';
+  for (const piece of pieces) {
+    if (piece === '') continue;
+    text += `${text === '[' ? '' : ','}${piece}`;
+  }
+  return `${text}]`;
 }
 
 /** Which Gemini built-in tools the request asks for (`googleSearch`, `codeExecution`, ...). */

@@ -6,12 +6,14 @@ import type { FunctionDeclaration, GenerateContentRequest, GenerateContentRespon
 import type { SseEvent } from '../../sse/index.js';
 import { finishChunk, partsChunk, type ChunkIdentity } from './gemini-chunks.js';
 import {
+  createItemsJsonCache,
   dataUrlOf,
   decodeBase64Text,
   functionCallingOf,
   functionDeclarationsOf,
   generationSettingsOf,
   isObject,
+  joinedItemsJson,
   mediaOf,
   parametersSchemaOf,
   parseArguments,
@@ -75,15 +77,22 @@ export function createOpenAiCompatibleBackendClient(options: OpenAiCompatibleBac
     ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
     ...options.headers,
   };
+  const replayReasoning = options.replayReasoning ?? true;
+  const contentJson = createItemsJsonCache((content, index) => chatMessagesOf(content, index, replayReasoning, provider));
   return {
     async *streamGenerateContent(model, body, signal) {
-      const request = toChatCompletionsRequest(options.model ?? model, body, options);
+      // The history's messages are written from the text kept for each content.
+      const messages: JsonObject[] = [];
+      const request = toChatCompletionsRequest(options.model ?? model, body, options, messages);
+      const pieces = (body.contents ?? []).map((content, index) => contentJson(content, index));
+      const system = systemTextOf(body);
+      if (system !== undefined) pieces.unshift(JSON.stringify({ role: 'system', content: system }));
       const response = await openProviderStream({
         provider,
         fetch: options.fetch,
         url: `${baseUrl}/chat/completions`,
         headers,
-        body: fieldsJson(request),
+        body: fieldsJson(request, new Map([[messages, joinedItemsJson(pieces)]])),
         signal,
         retry: options.retry,
         secrets,
@@ -97,21 +106,19 @@ export function createOpenAiCompatibleBackendClient(options: OpenAiCompatibleBac
 /** Each fixed declaration as a Chat Completions tool, translated once. */
 const chatTools = new WeakMap<FunctionDeclaration, JsonObject>();
 
-/** The Chat Completions request for a Gemini-shaped body. */
+/**
+ * The Chat Completions request for a Gemini-shaped body. With `messages`, that array stands in
+ * for the translated history and is left empty (the client writes its text from a cache).
+ */
 export function toChatCompletionsRequest(
   model: string,
   body: GenerateContentRequest,
   options: Omit<OpenAiCompatibleBackendClientOptions, 'fetch' | 'baseUrl'> = {},
+  messages?: JsonObject[],
 ): JsonObject {
   const provider = options.providerName ?? 'OpenAI-compatible server';
-  const messages: JsonObject[] = [];
-  const system = systemTextOf(body);
-  if (system !== undefined) messages.push({ role: 'system', content: system });
-  (body.contents ?? []).forEach((content, contentIndex) => {
-    if (content.role === 'model') appendAssistant(messages, content, contentIndex, options.replayReasoning ?? true);
-    else appendUser(messages, content, contentIndex, provider);
-  });
-  const request: JsonObject = { model, messages, stream: true };
+  const history = messages ?? chatHistory(body, options.replayReasoning ?? true, provider);
+  const request: JsonObject = { model, messages: history, stream: true };
   if (options.includeUsage ?? true) request.stream_options = { include_usage: true };
   const tools = providerTools(body, chatTools, (declaration) => ({
     type: 'function',
@@ -136,6 +143,23 @@ export function toChatCompletionsRequest(
       : { type: 'json_object' };
   }
   return options.extraBody ? { ...request, ...options.extraBody } : request;
+}
+
+/** The system message and the messages of every content. */
+function chatHistory(body: GenerateContentRequest, replayReasoning: boolean, provider: string): JsonObject[] {
+  const messages: JsonObject[] = [];
+  const system = systemTextOf(body);
+  if (system !== undefined) messages.push({ role: 'system', content: system });
+  (body.contents ?? []).forEach((content, contentIndex) => messages.push(...chatMessagesOf(content, contentIndex, replayReasoning, provider)));
+  return messages;
+}
+
+/** The messages one content of the history becomes (none, one, or a tool message per response and a user message). */
+function chatMessagesOf(content: LLMContent, contentIndex: number, replayReasoning: boolean, provider: string): JsonObject[] {
+  const messages: JsonObject[] = [];
+  if (content.role === 'model') appendAssistant(messages, content, contentIndex, replayReasoning);
+  else appendUser(messages, content, contentIndex, provider);
+  return messages;
 }
 
 function appendAssistant(messages: JsonObject[], content: LLMContent, contentIndex: number, replayReasoning: boolean): void {

@@ -7,10 +7,12 @@ import type { SseEvent } from '../../sse/index.js';
 import { finishChunk, partsChunk, progressChunk, type ChunkIdentity, type ServerToolProgress } from './gemini-chunks.js';
 import {
   builtinToolsOf,
+  createItemsJsonCache,
   dataUrlOf,
   functionCallingOf,
   generationSettingsOf,
   isObject,
+  joinedItemsJson,
   mediaOf,
   parametersSchemaOf,
   parseArguments,
@@ -83,15 +85,20 @@ export function createOpenAiResponsesBackendClient(options: OpenAiResponsesBacke
     ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
     ...options.headers,
   };
+  const store = options.store ?? false;
+  const contentJson = createItemsJsonCache((content, index) => inputItemsOf(content, index, store));
   return {
     async *streamGenerateContent(model, body, signal) {
-      const request = toOpenAiResponsesRequest(options.model ?? model, body, options);
+      // The history's items are written from the text kept for each content.
+      const input: JsonObject[] = [];
+      const request = toOpenAiResponsesRequest(options.model ?? model, body, options, input);
+      const pieces = (body.contents ?? []).map((content, index) => contentJson(content, index));
       const response = await openProviderStream({
         provider: PROVIDER,
         fetch: options.fetch,
         url: `${baseUrl}/responses`,
         headers,
-        body: fieldsJson(request),
+        body: fieldsJson(request, new Map([[input, joinedItemsJson(pieces)]])),
         signal,
         retry: options.retry,
         secrets,
@@ -105,15 +112,19 @@ export function createOpenAiResponsesBackendClient(options: OpenAiResponsesBacke
 /** Each fixed declaration as a Responses tool, translated once. */
 const responsesTools = new WeakMap<FunctionDeclaration, JsonObject>();
 
-/** The Responses request for a Gemini-shaped body. */
+/**
+ * The Responses request for a Gemini-shaped body. With `input`, that array stands in for the
+ * translated history and is left empty (the client writes its text from a cache).
+ */
 export function toOpenAiResponsesRequest(
   model: string,
   body: GenerateContentRequest,
   options: Omit<OpenAiResponsesBackendClientOptions, 'fetch'> = {},
+  input?: JsonObject[],
 ): JsonObject {
   const store = options.store ?? false;
   const reasoningModel = options.reasoning ?? REASONING_MODEL.test(model);
-  const request: JsonObject = { model, input: toInput(body.contents ?? [], store), stream: true, store };
+  const request: JsonObject = { model, input: input ?? toInput(body.contents ?? [], store), stream: true, store };
   const instructions = systemTextOf(body);
   if (instructions !== undefined) request.instructions = instructions;
 
@@ -174,12 +185,16 @@ export function toOpenAiResponsesRequest(
 
 function toInput(contents: readonly LLMContent[], store: boolean): JsonObject[] {
   const input: JsonObject[] = [];
-  contents.forEach((content, contentIndex) => {
-    const path = `contents[${contentIndex}]`;
-    if (content.role === 'model') appendModelItems(input, content.parts, contentIndex, store);
-    else appendUserItems(input, content.parts, contentIndex, path);
-  });
+  contents.forEach((content, contentIndex) => input.push(...inputItemsOf(content, contentIndex, store)));
   return input;
+}
+
+/** The input items one content of the history becomes. */
+function inputItemsOf(content: LLMContent, contentIndex: number, store: boolean): JsonObject[] {
+  const items: JsonObject[] = [];
+  if (content.role === 'model') appendModelItems(items, content.parts, contentIndex, store);
+  else appendUserItems(items, content.parts, contentIndex, `contents[${contentIndex}]`);
+  return items;
 }
 
 function appendUserItems(input: JsonObject[], parts: readonly Part[], contentIndex: number, path: string): void {
