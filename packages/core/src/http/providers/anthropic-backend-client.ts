@@ -92,26 +92,20 @@ export function createAnthropicBackendClient(options: AnthropicBackendClientOpti
     ...(options.betas && options.betas.length > 0 ? { 'anthropic-beta': options.betas.join(',') } : {}),
     ...options.headers,
   };
-  const turnOf = createContentCache((content, index): KeptTurn => {
-    const turn = contentTurnOf(content as LLMContent, index);
-    const json = turn.blocks.length > 0 ? JSON.stringify({ role: turn.role, content: turn.blocks }) : '';
-    return turn.container === undefined ? { role: turn.role, json } : { role: turn.role, json, container: turn.container };
-  });
+  const turnOf = createContentCache((content, index) => keptTurnOf(content as LLMContent, index));
   return {
     async *streamGenerateContent(model, body, signal) {
-      // The history's messages are written from the text kept for each content, unless two
-      // neighbours have to be merged into one message.
+      // The history's messages are written from the text kept for each content.
       const now = Date.now();
       const kept = keptHistory(body.contents ?? [], now, turnOf);
       const messages: JsonObject[] = [];
-      const history = kept && (kept.container === undefined ? { messages } : { messages, container: kept.container });
-      const request = toAnthropicRequest(options.model ?? model, body, options, now, history);
+      const request = toAnthropicRequest(options.model ?? model, body, options, now, kept.container === undefined ? { messages } : { messages, container: kept.container });
       const response = await openProviderStream({
         provider: PROVIDER,
         fetch: options.fetch,
         url: `${baseUrl}/messages`,
         headers,
-        body: kept ? fieldsJson(request, new Map([[messages, kept.json]])) : fieldsJson(request),
+        body: fieldsJson(request, new Map([[messages, kept.json]])),
         signal,
         retry: options.retry,
         secrets,
@@ -276,31 +270,58 @@ function contentTurnOf(content: LLMContent, contentIndex: number): ContentTurn {
   return container === undefined ? { role, blocks } : { role, blocks, container };
 }
 
-/** A content's message as kept by a client: its role, its JSON (empty when it has no blocks), its container. */
+/**
+ * A content's blocks as kept by a client: the JSON of its tool results and of its other blocks,
+ * each comma-separated (tool results open a user message, even one merged from several contents).
+ */
 interface KeptTurn {
   role: ContentTurn['role'];
-  json: string;
+  results: string;
+  others: string;
   container?: ContentTurn['container'];
+}
+
+function keptTurnOf(content: LLMContent, contentIndex: number): KeptTurn {
+  const turn = contentTurnOf(content, contentIndex);
+  let results = '';
+  let others = '';
+  for (const block of turn.blocks) {
+    const json = JSON.stringify(block);
+    if (turn.role === 'user' && block.type === 'tool_result') results += `${results === '' ? '' : ','}${json}`;
+    else others += `${others === '' ? '' : ','}${json}`;
+  }
+  return turn.container === undefined ? { role: turn.role, results, others } : { role: turn.role, results, others, container: turn.container };
 }
 
 /**
  * The history's messages as JSON, from what `turnOf` keeps for each content, with the container
- * alive at `now`; `undefined` when two neighbours of the same role have to be merged (then the
- * history is translated whole).
+ * alive at `now`: what {@link toMessages} gives, written without translating a content twice.
  */
-function keptHistory(contents: readonly LLMContent[], now: number, turnOf: (content: LLMContent, index: number) => KeptTurn): { json: string; container?: string } | undefined {
-  const pieces: string[] = [];
+function keptHistory(contents: readonly LLMContent[], now: number, turnOf: (content: LLMContent, index: number) => KeptTurn): { json: string; container?: string } {
+  const messages: string[] = [];
   let container: string | undefined;
-  let lastRole: string | undefined;
+  let role: string | undefined;
+  let blocks: string[] = [];
+  let trailing: string[] = [];
+  const close = (): void => {
+    if (role !== undefined) messages.push(`{"role":"${role}","content":${joinedItemsJson([...blocks, ...trailing])}}`);
+  };
   for (let index = 0; index < contents.length; index += 1) {
     const turn = turnOf(contents[index] as LLMContent, index);
     if (turn.container) container = containerAt(turn.container, now);
-    if (turn.json === '') continue;
-    if (turn.role === lastRole) return undefined;
-    lastRole = turn.role;
-    pieces.push(turn.json);
+    if (turn.results === '' && turn.others === '') continue;
+    // Neighbours of the same role are one message, with every tool result first.
+    if (turn.role !== role) {
+      close();
+      role = turn.role;
+      blocks = [];
+      trailing = [];
+    }
+    blocks.push(turn.results);
+    trailing.push(turn.others);
   }
-  const json = joinedItemsJson(pieces);
+  close();
+  const json = joinedItemsJson(messages);
   return container === undefined ? { json } : { json, container };
 }
 

@@ -119,10 +119,17 @@ describe('Anthropic client, a history whose neighbours share a role', () => {
     const request = body(contents);
     await send(client, request);
     await send(client, request);
-    const expected = JSON.stringify(toAnthropicRequest('some-model', request));
-    expect(sent).toEqual([expected, expected]);
-    const messages = (JSON.parse(expected) as { messages: Array<{ role: string; content: Array<{ type: string }> }> }).messages;
+    // A text before the tool results it is merged with: the results still open the message.
+    const [call, answer] = exchange(2) as [LLMContent, LLMContent];
+    const later = body([...contents, call, { role: 'user', parts: [{ text: 'Note this first.' }] }, answer]);
+    await send(client, later);
+    const expected = [request, request, later].map((each) => JSON.stringify(toAnthropicRequest('some-model', each)));
+    expect(sent).toEqual(expected);
+    type Messages = { messages: Array<{ role: string; content: Array<{ type: string }> }> };
+    const messages = (JSON.parse(expected[0] as string) as Messages).messages;
     expect(messages.map((message) => message.role)).toEqual(['user', 'assistant', 'user']);
     expect(messages[2]?.content.map((block) => block.type)).toEqual(['tool_result', 'text']);
+    const laterMessages = (JSON.parse(expected[2] as string) as Messages).messages;
+    expect(laterMessages.at(-1)?.content.map((block) => block.type)).toEqual(['tool_result', 'text']);
   });
 });
