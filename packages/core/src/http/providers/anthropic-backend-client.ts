@@ -271,11 +271,14 @@ function contentTurnOf(content: LLMContent, contentIndex: number): ContentTurn {
 }
 
 /**
- * A content's blocks as kept by a client: the JSON of its tool results and of its other blocks,
- * each comma-separated (tool results open a user message, even one merged from several contents).
+ * A content's blocks as kept by a client: the JSON of its message alone, and of its tool results
+ * and its other blocks, each comma-separated, for a message merged from several contents (tool
+ * results open a user message).
  */
 interface KeptTurn {
   role: ContentTurn['role'];
+  /** Empty when the content has no blocks. */
+  message: string;
   results: string;
   others: string;
   container?: ContentTurn['container'];
@@ -290,7 +293,10 @@ function keptTurnOf(content: LLMContent, contentIndex: number): KeptTurn {
     if (turn.role === 'user' && block.type === 'tool_result') results += `${results === '' ? '' : ','}${json}`;
     else others += `${others === '' ? '' : ','}${json}`;
   }
-  return turn.container === undefined ? { role: turn.role, results, others } : { role: turn.role, results, others, container: turn.container };
+  const message = turn.blocks.length === 0 ? '' : `{"role":"${turn.role}","content":${joinedItemsJson([results, others])}}`;
+  const kept: KeptTurn = { role: turn.role, message, results, others };
+  if (turn.container !== undefined) kept.container = turn.container;
+  return kept;
 }
 
 /**
@@ -300,25 +306,23 @@ function keptTurnOf(content: LLMContent, contentIndex: number): KeptTurn {
 function keptHistory(contents: readonly LLMContent[], now: number, turnOf: (content: LLMContent, index: number) => KeptTurn): { json: string; container?: string } {
   const messages: string[] = [];
   let container: string | undefined;
-  let role: string | undefined;
-  let blocks: string[] = [];
-  let trailing: string[] = [];
+  /** The contents of the message being gathered: neighbours of the same role are one message. */
+  let group: KeptTurn[] = [];
   const close = (): void => {
-    if (role !== undefined) messages.push(`{"role":"${role}","content":${joinedItemsJson([...blocks, ...trailing])}}`);
+    if (group.length === 1) messages.push((group[0] as KeptTurn).message);
+    else if (group.length > 1) {
+      // Every tool result first, then the other blocks, each in order.
+      const pieces = [...group.map((turn) => turn.results), ...group.map((turn) => turn.others)];
+      messages.push(`{"role":"${(group[0] as KeptTurn).role}","content":${joinedItemsJson(pieces)}}`);
+    }
+    group = [];
   };
   for (let index = 0; index < contents.length; index += 1) {
     const turn = turnOf(contents[index] as LLMContent, index);
     if (turn.container) container = containerAt(turn.container, now);
-    if (turn.results === '' && turn.others === '') continue;
-    // Neighbours of the same role are one message, with every tool result first.
-    if (turn.role !== role) {
-      close();
-      role = turn.role;
-      blocks = [];
-      trailing = [];
-    }
-    blocks.push(turn.results);
-    trailing.push(turn.others);
+    if (turn.message === '') continue;
+    if (group.length > 0 && (group[0] as KeptTurn).role !== turn.role) close();
+    group.push(turn);
   }
   close();
   const json = joinedItemsJson(messages);
