@@ -182,11 +182,12 @@ interface MessagesHistory {
   container?: string;
 }
 
-function toMessages(contents: readonly LLMContent[], now: number): MessagesHistory {
+/** `indexes` gives each content's index in the history when `contents` are a part of it. */
+function toMessages(contents: readonly LLMContent[], now: number, indexes?: readonly number[]): MessagesHistory {
   const messages: Array<{ role: 'user' | 'assistant'; content: JsonObject[] }> = [];
   let container: string | undefined;
-  contents.forEach((content, contentIndex) => {
-    const turn = contentTurnOf(content, contentIndex);
+  contents.forEach((content, at) => {
+    const turn = contentTurnOf(content, indexes?.[at] ?? at);
     if (turn.container) container = containerAt(turn.container, now);
     const { role, blocks } = turn;
     if (blocks.length === 0) return;
@@ -270,59 +271,42 @@ function contentTurnOf(content: LLMContent, contentIndex: number): ContentTurn {
   return container === undefined ? { role, blocks } : { role, blocks, container };
 }
 
-/**
- * A content's blocks as kept by a client: the JSON of its message alone, and of its tool results
- * and its other blocks, each comma-separated, for a message merged from several contents (tool
- * results open a user message).
- */
+/** A content as kept by a client: the JSON of its message alone (empty when it has no blocks). */
 interface KeptTurn {
   role: ContentTurn['role'];
-  /** Empty when the content has no blocks. */
   message: string;
-  results: string;
-  others: string;
   container?: ContentTurn['container'];
 }
 
 function keptTurnOf(content: LLMContent, contentIndex: number): KeptTurn {
   const turn = contentTurnOf(content, contentIndex);
-  let results = '';
-  let others = '';
-  for (const block of turn.blocks) {
-    const json = JSON.stringify(block);
-    if (turn.role === 'user' && block.type === 'tool_result') results += `${results === '' ? '' : ','}${json}`;
-    else others += `${others === '' ? '' : ','}${json}`;
-  }
-  const message = turn.blocks.length === 0 ? '' : `{"role":"${turn.role}","content":${joinedItemsJson([results, others])}}`;
-  const kept: KeptTurn = { role: turn.role, message, results, others };
-  if (turn.container !== undefined) kept.container = turn.container;
-  return kept;
+  const message = turn.blocks.length === 0 ? '' : JSON.stringify({ role: turn.role, content: turn.blocks });
+  return turn.container === undefined ? { role: turn.role, message } : { role: turn.role, message, container: turn.container };
 }
 
 /**
  * The history's messages as JSON, from what `turnOf` keeps for each content, with the container
  * alive at `now`: what {@link toMessages} gives, written without translating a content twice.
+ * Neighbours of the same role (rare) are merged as `toMessages` merges them, from their blocks.
  */
 function keptHistory(contents: readonly LLMContent[], now: number, turnOf: (content: LLMContent, index: number) => KeptTurn): { json: string; container?: string } {
   const messages: string[] = [];
   let container: string | undefined;
-  /** The contents of the message being gathered: neighbours of the same role are one message. */
-  let group: KeptTurn[] = [];
+  /** The indexes of the contents of the message being gathered, and its role. */
+  let group: number[] = [];
+  let role: string | undefined;
   const close = (): void => {
-    if (group.length === 1) messages.push((group[0] as KeptTurn).message);
-    else if (group.length > 1) {
-      // Every tool result first, then the other blocks, each in order.
-      const pieces = [...group.map((turn) => turn.results), ...group.map((turn) => turn.others)];
-      messages.push(`{"role":"${(group[0] as KeptTurn).role}","content":${joinedItemsJson(pieces)}}`);
-    }
+    if (group.length === 1) messages.push(turnOf(contents[group[0] as number] as LLMContent, group[0] as number).message);
+    else if (group.length > 1) messages.push(JSON.stringify(toMessages(group.map((index) => contents[index] as LLMContent), now, group).messages[0]));
     group = [];
   };
   for (let index = 0; index < contents.length; index += 1) {
     const turn = turnOf(contents[index] as LLMContent, index);
     if (turn.container) container = containerAt(turn.container, now);
     if (turn.message === '') continue;
-    if (group.length > 0 && (group[0] as KeptTurn).role !== turn.role) close();
-    group.push(turn);
+    if (turn.role !== role) close();
+    role = turn.role;
+    group.push(index);
   }
   close();
   const json = joinedItemsJson(messages);
