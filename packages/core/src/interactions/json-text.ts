@@ -1,6 +1,6 @@
 import { AgentError } from '../errors/index.js';
 import { formatPath } from '../errors/format-issues.js';
-import { createContentJsonCache, jsonWithContents } from '../protocol/content-json-cache.js';
+import { createContentCache, jsonWithContents } from '../protocol/content-json-cache.js';
 
 /** The largest saved state the runtime writes, unless a store says less: 64 MiB of UTF-8 JSON. */
 export const DEFAULT_MAX_STATE_BYTES = 64 * 1024 * 1024;
@@ -36,12 +36,12 @@ export function toJsonText(value: unknown, options: JsonTextOptions): string {
  * {@link toJsonText} for the successive states of one run: each item of the value's `contents`
  * (the history, which only grows) is checked and serialised once, and its text is reused by the
  * next call while it is the same object with the same `parts` (see
- * {@link createContentJsonCache}), so saving the state at every turn stays linear in the
+ * {@link createContentCache}), so saving the state at every turn stays linear in the
  * history. The text has `contents` first; what it refuses, and how, is what `toJsonText` refuses.
  */
 export function createJsonTextEncoder(options: JsonTextOptions): (value: unknown) => string {
   const maxDepth = options.maxDepth ?? MAX_STATE_DEPTH;
-  const contentJson = createContentJsonCache((content, index) => {
+  const contentJson = createContentCache((content, index) => {
     const path: PropertyKey[] = ['contents', index];
     if (content === undefined) refuse(options.label, path, 'undefined is not JSON');
     checkJson(content, path, maxDepth - 2, new Set(), options.label);

@@ -30,17 +30,8 @@ export function createContentCache<T>(make: (content: unknown, index: number) =>
 }
 
 /**
- * Keeps the JSON text of the contents of a history that only grows, so a body or a saved state
- * written again every turn serialises each content once (see {@link createContentCache}). `write`
- * turns one content into its text, and may refuse it by throwing.
- */
-export function createContentJsonCache(write: (content: unknown, index: number) => string): (content: unknown, index: number) => string {
-  return createContentCache(write);
-}
-
-/**
  * The JSON of an object whose `contents` come as text from `contentJson` (a
- * {@link createContentJsonCache}), its other fields serialised whole (fixed ones from their kept
+ * {@link createContentCache} of texts), its other fields serialised whole (fixed ones from their kept
  * text, see {@link fieldsJson}): `contents` goes first.
  */
 export function jsonWithContents(
