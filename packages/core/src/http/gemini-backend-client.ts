@@ -185,27 +185,16 @@ interface PrefixClient {
  * instruction and tools with every request, so the key of the last prefix is used again as it is
  * (the same string, whose hash the table computed once) instead of being built anew.
  */
-function prefixKeyOf(
-  client: PrefixClient,
-  model: string,
-  body: GenerateContentRequest,
-  prefix: Record<string, unknown>,
-  minPrefixBytes: number,
-): string | undefined {
+function prefixKeyOf(client: PrefixClient, model: string, prefix: Record<string, unknown>, minPrefixBytes: number): string | undefined {
+  const { systemInstruction, tools, toolConfig } = prefix;
   const { last } = client;
-  if (
-    last !== undefined &&
-    last.model === model &&
-    last.systemInstruction === body.systemInstruction &&
-    last.tools === body.tools &&
-    last.toolConfig === body.toolConfig
-  ) {
+  if (last !== undefined && last.model === model && last.systemInstruction === systemInstruction && last.tools === tools && last.toolConfig === toolConfig) {
     return last.key;
   }
   const prefixJson = fieldsJson(prefix);
   const key = prefixJson.length < minPrefixBytes ? undefined : `${client.identity}\n${model}\n${prefixJson}`;
-  const fixed = [body.systemInstruction, body.tools, body.toolConfig].every((part) => part === undefined || isFixed(part));
-  client.last = fixed ? { model, systemInstruction: body.systemInstruction, tools: body.tools, toolConfig: body.toolConfig, key } : undefined;
+  const fixed = [systemInstruction, tools, toolConfig].every((part) => part === undefined || isFixed(part));
+  client.last = fixed ? { model, systemInstruction, tools, toolConfig, key } : undefined;
   return key;
 }
 
@@ -229,7 +218,7 @@ async function cachedPrefixOf(
   if (body.tools !== undefined) prefix.tools = body.tools;
   if (body.toolConfig !== undefined) prefix.toolConfig = body.toolConfig;
   const modelName = model.startsWith('models/') ? model : `models/${model}`;
-  const key = prefixKeyOf(client, modelName, body, prefix, table.minPrefixBytes);
+  const key = prefixKeyOf(client, modelName, prefix, table.minPrefixBytes);
   if (key === undefined) return undefined;
   const ttl = `${Math.round(table.ttlMs / 1000)}s`;
   const { baseUrl } = client;

@@ -49,15 +49,14 @@ function joinedText(value: object): string {
 }
 
 function memberText(member: unknown): string {
-  if (typeof member === 'object' && member !== null) {
-    const known = texts.get(member);
-    if (known === undefined) throw new TypeError('fixedFrom: a member is neither fixed nor a primitive');
-    return known;
-  }
-  if (member === undefined || typeof member === 'function' || typeof member === 'symbol' || typeof member === 'bigint') {
-    throw new TypeError('fixedFrom: a member is neither fixed nor a primitive');
-  }
-  return JSON.stringify(member);
+  const text =
+    typeof member === 'object' && member !== null
+      ? texts.get(member)
+      : member === null || typeof member === 'string' || typeof member === 'number' || typeof member === 'boolean'
+        ? JSON.stringify(member)
+        : undefined;
+  if (text === undefined) throw new TypeError('fixedFrom: a member is neither fixed nor a primitive');
+  return text;
 }
 
 /** Whether `value` is fixed: frozen all the way down, with its text kept. */

@@ -55,19 +55,20 @@ export function providerTools(
 
 /**
  * Keeps, for each content of a run's history, the JSON of what a provider makes of it
- * (`translate` gives its messages or items), so a request carries the history without
- * translating or serialising again the contents it sent before. The text is the items' JSON,
- * comma-separated (empty for a content that makes none).
+ * (`translate` gives its messages or items), and writes a request's history as one JSON array
+ * from those texts, after `leading` items (a system message): a request carries the history
+ * without translating or serialising again the contents it sent before.
  */
-export function createItemsJsonCache(
+export function createHistoryJson(
   translate: (content: LLMContent, index: number) => readonly JsonObject[],
-): (content: LLMContent, index: number) => string {
-  const cached = createContentCache((content, index) => {
+): (contents: readonly LLMContent[], leading?: readonly JsonObject[]) => string {
+  const itemsJson = createContentCache((content, index) => {
     let text = '';
     for (const item of translate(content as LLMContent, index)) text += `${text === '' ? '' : ','}${JSON.stringify(item)}`;
     return text;
   });
-  return (content, index) => cached(content, index);
+  return (contents, leading = []) =>
+    joinedItemsJson([...leading.map((item) => JSON.stringify(item)), ...contents.map((content, index) => itemsJson(content, index))]);
 }
 
 /** A JSON array written from pieces of comma-separated items, the empty ones left out. */

@@ -6,14 +6,13 @@ import type { FunctionDeclaration, GenerateContentRequest, GenerateContentRespon
 import type { SseEvent } from '../../sse/index.js';
 import { finishChunk, partsChunk, type ChunkIdentity } from './gemini-chunks.js';
 import {
-  createItemsJsonCache,
+  createHistoryJson,
   dataUrlOf,
   decodeBase64Text,
   functionCallingOf,
   functionDeclarationsOf,
   generationSettingsOf,
   isObject,
-  joinedItemsJson,
   mediaOf,
   parametersSchemaOf,
   parseArguments,
@@ -78,21 +77,19 @@ export function createOpenAiCompatibleBackendClient(options: OpenAiCompatibleBac
     ...options.headers,
   };
   const replayReasoning = options.replayReasoning ?? true;
-  const contentJson = createItemsJsonCache((content, index) => chatMessagesOf(content, index, replayReasoning, provider));
+  const historyJson = createHistoryJson((content, index) => chatMessagesOf(content, index, replayReasoning, provider));
   return {
     async *streamGenerateContent(model, body, signal) {
       // The history's messages are written from the text kept for each content.
       const messages: JsonObject[] = [];
       const request = toChatCompletionsRequest(options.model ?? model, body, options, messages);
-      const pieces = (body.contents ?? []).map((content, index) => contentJson(content, index));
-      const system = systemTextOf(body);
-      if (system !== undefined) pieces.unshift(JSON.stringify({ role: 'system', content: system }));
+      const messagesJson = historyJson(body.contents ?? [], systemMessagesOf(body));
       const response = await openProviderStream({
         provider,
         fetch: options.fetch,
         url: `${baseUrl}/chat/completions`,
         headers,
-        body: fieldsJson(request, new Map([[messages, joinedItemsJson(pieces)]])),
+        body: fieldsJson(request, new Map([[messages, messagesJson]])),
         signal,
         retry: options.retry,
         secrets,
@@ -147,11 +144,15 @@ export function toChatCompletionsRequest(
 
 /** The system message and the messages of every content. */
 function chatHistory(body: GenerateContentRequest, replayReasoning: boolean, provider: string): JsonObject[] {
-  const messages: JsonObject[] = [];
-  const system = systemTextOf(body);
-  if (system !== undefined) messages.push({ role: 'system', content: system });
+  const messages = systemMessagesOf(body);
   (body.contents ?? []).forEach((content, contentIndex) => messages.push(...chatMessagesOf(content, contentIndex, replayReasoning, provider)));
   return messages;
+}
+
+/** The system message, when the body has an instruction. */
+function systemMessagesOf(body: GenerateContentRequest): JsonObject[] {
+  const system = systemTextOf(body);
+  return system === undefined ? [] : [{ role: 'system', content: system }];
 }
 
 /** The messages one content of the history becomes (none, one, or a tool message per response and a user message). */

@@ -7,12 +7,11 @@ import type { SseEvent } from '../../sse/index.js';
 import { finishChunk, partsChunk, progressChunk, type ChunkIdentity, type ServerToolProgress } from './gemini-chunks.js';
 import {
   builtinToolsOf,
-  createItemsJsonCache,
+  createHistoryJson,
   dataUrlOf,
   functionCallingOf,
   generationSettingsOf,
   isObject,
-  joinedItemsJson,
   mediaOf,
   parametersSchemaOf,
   parseArguments,
@@ -86,19 +85,18 @@ export function createOpenAiResponsesBackendClient(options: OpenAiResponsesBacke
     ...options.headers,
   };
   const store = options.store ?? false;
-  const contentJson = createItemsJsonCache((content, index) => inputItemsOf(content, index, store));
+  const historyJson = createHistoryJson((content, index) => inputItemsOf(content, index, store));
   return {
     async *streamGenerateContent(model, body, signal) {
       // The history's items are written from the text kept for each content.
       const input: JsonObject[] = [];
       const request = toOpenAiResponsesRequest(options.model ?? model, body, options, input);
-      const pieces = (body.contents ?? []).map((content, index) => contentJson(content, index));
       const response = await openProviderStream({
         provider: PROVIDER,
         fetch: options.fetch,
         url: `${baseUrl}/responses`,
         headers,
-        body: fieldsJson(request, new Map([[input, joinedItemsJson(pieces)]])),
+        body: fieldsJson(request, new Map([[input, historyJson(body.contents ?? [])]])),
         signal,
         retry: options.retry,
         secrets,
