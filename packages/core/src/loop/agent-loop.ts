@@ -75,12 +75,11 @@ export interface Toolbox {
 }
 
 /** Assembles groups into a toolbox; a later group's function replaces an earlier one of the same name. */
-export function createToolbox(groups: readonly FunctionGroup[], builtinTools: readonly Tool[] = []): Toolbox {
+export function createToolbox(groups: readonly FunctionGroup[]): Toolbox {
   const definitions = new Map<string, FunctionDefinition>();
   for (const group of groups) for (const definition of group.functions) definitions.set(definition.name, definition);
   const functionDeclarations = [...definitions.values()].map((definition) => toFunctionDeclaration(definition));
-  const fixedTools = builtinTools.map((tool) => fixedJson(tool));
-  const tools: Tool[] = fixedFrom(functionDeclarations.length > 0 ? [fixedFrom({ functionDeclarations: fixedFrom(functionDeclarations) }), ...fixedTools] : fixedTools);
+  const tools: Tool[] = fixedFrom(functionDeclarations.length > 0 ? [fixedFrom({ functionDeclarations: fixedFrom(functionDeclarations) })] : []);
   const instruction = groups
     .map((group) => group.instruction ?? '')
     .filter((text) => text.length > 0)
