@@ -65,7 +65,7 @@ export function isFixed(value: unknown): boolean {
 }
 
 /** The JSON text of `value`: kept for a fixed value, else `JSON.stringify`. */
-export function jsonOf(value: unknown): string | undefined {
+function jsonOf(value: unknown): string | undefined {
   if (typeof value === 'object' && value !== null) {
     const known = texts.get(value);
     if (known !== undefined) return known;
