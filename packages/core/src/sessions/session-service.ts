@@ -46,6 +46,7 @@ export interface SessionEvent {
 /** Why a session request was refused. */
 export type SessionRefusal = AgentError;
 
+/** Events a reader takes in one array at most: one log read, or one slice of a burst handed over. */
 const BATCH = 500;
 
 /** Events a segment writes to the log in one append at most. */
@@ -131,10 +132,11 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
   };
 
   /**
-   * Appends a segment's events to the log and announces them, in batches: each burst the segment
-   * takes from its run (a long one in slices of JOURNAL_BATCH) goes to the log in one append, to
-   * the bus in one message, and to local readers in one hand-over, ahead of the append. They are
-   * numbered here: while a segment runs, its instance is the log's only writer.
+   * Appends a segment's events to the log and announces them, in batches: what the segment takes
+   * from its run goes to local readers ahead of the log (a burst at once, a long one every
+   * JOURNAL_BATCH events), then to the log in appends of JOURNAL_BATCH events at most, each
+   * announced on the bus in one message. They are numbered here: while a segment runs, its
+   * instance is the log's only writer.
    */
   const createEventJournal = (sessionId: string, channel: string, segment: LocalSegment) => {
     let nextIndex = 0;
@@ -144,12 +146,14 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
     let chain: Promise<void> = Promise.resolve();
     let failure: unknown;
     const write = async (): Promise<void> => {
-      if (pending.length === 0) return;
-      const batch = pending;
+      const events = pending;
       pending = [];
-      // Batches go to the log one after another, so each announces a later index than the last.
-      const first = await log.append(sessionId, batch);
-      await bus.publish(channel, `e:${first + batch.length - 1}`).catch(() => undefined);
+      // Slices go to the log one after another, so each announces a later index than the last.
+      for (let from = 0; from < events.length; from += JOURNAL_BATCH) {
+        const batch = events.length <= JOURNAL_BATCH ? events : events.slice(from, from + JOURNAL_BATCH);
+        const first = await log.append(sessionId, batch);
+        await bus.publish(channel, `e:${first + batch.length - 1}`).catch(() => undefined);
+      }
     };
     const schedule = (): Promise<void> => {
       if (handOver.length > 0) {
@@ -393,13 +397,16 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
           // Handed-over events the log already gave us are dropped; the ones right after the cursor go out together.
           let skip = 0;
           while (skip < early.length && (early[skip] as SessionEvent).index <= cursor) skip += 1;
+          // A long burst goes out in slices of BATCH, as the log's are read.
+          const most = skip + BATCH;
           let take = skip;
-          while (take < early.length && (early[take] as SessionEvent).index === cursor + 1 + take - skip) take += 1;
+          while (take < early.length && take < most && (early[take] as SessionEvent).index === cursor + 1 + take - skip) take += 1;
           if (take > skip) {
             const batch = early.slice(skip, take);
             early.splice(0, take);
             cursor = (batch[batch.length - 1] as SessionEvent).index;
             yield batch;
+            if (take === most) continue;
           } else if (skip > 0) {
             early.splice(0, skip);
           }

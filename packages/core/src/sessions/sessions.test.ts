@@ -290,4 +290,32 @@ describe('sessions', () => {
       burst.map((_chunk, at) => `step ${at}`),
     );
   });
+
+  it('writes a long burst to the log and to a reader in bounded slices, in order, none lost', async () => {
+    const burst = Array.from({ length: 1_200 }, (_, at) => thoughtChunk(`step ${at}`));
+    const backend = createScriptedBackendClient(() => [...burst, functionCallChunk('system_objective_fulfilled', { objective_outcome: 'done' })]);
+    const memory = createMemorySessionLog();
+    const appends: number[] = [];
+    const log: SessionLog = {
+      ...memory,
+      append: (id, events) => {
+        appends.push(events.length);
+        return memory.append(id, events);
+      },
+    };
+    const service = createSessionService({ log, bus: createMemoryEventBus() });
+    const sessionId = await service.start({ segments: [{ type: 'text', text: 'Think' }] }, { ports: { backend, store: createMemoryInteractionStore() }, runOptions: { mode: 'chat' } });
+    const batches: { index: number; json: string }[][] = [];
+    for await (const batch of service.eventBatches(sessionId, -1)) batches.push(batch);
+    const live = batches.flat();
+    expect(live.length).toBeGreaterThan(1_200);
+    expect(live.map((event) => event.index)).toEqual(live.map((_event, at) => at));
+    // The model's chunks came without a pause, yet no append and no array holds all of them.
+    expect(Math.max(...appends)).toBeLessThanOrEqual(256);
+    expect(appends.reduce((sum, count) => sum + count, 0)).toBe(live.length);
+    expect(Math.max(...batches.map((batch) => batch.length))).toBeLessThanOrEqual(500);
+    expect(batches.length).toBeLessThan(live.length / 100);
+    const thoughts = live.filter((event) => event.json.startsWith('{"thought"'));
+    expect(thoughts.map((event) => (JSON.parse(event.json) as { thought: { text: string } }).thought.text)).toEqual(burst.map((_chunk, at) => `step ${at}`));
+  });
 });
