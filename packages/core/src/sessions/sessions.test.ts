@@ -14,7 +14,7 @@ import {
   functionCallChunk,
   thoughtChunk,
 } from '../testing/index.js';
-import { createSessionService, type SessionContext, type SessionService } from './session-service.js';
+import { createSessionService, type SessionContext, type SessionEvent, type SessionService } from './session-service.js';
 
 describeSessionLogConformance('memory', (options) => createMemorySessionLog(options), { describe, it, expect });
 const hub = createMemoryEventBus();
@@ -271,29 +271,16 @@ describe('sessions', () => {
   });
 
   it('hands a burst of events to a reader on the same instance in a few arrays, the same events a replay gives', async () => {
-    const burst = Array.from({ length: 300 }, (_, at) => thoughtChunk(`step ${at}`));
-    const backend = createScriptedBackendClient(() => [...burst, functionCallChunk('system_objective_fulfilled', { objective_outcome: 'done' })]);
-    const service = createSessionService({ log: createMemorySessionLog(), bus: createMemoryEventBus() });
-    const sessionId = await service.start({ segments: [{ type: 'text', text: 'Think' }] }, { ports: { backend, store: createMemoryInteractionStore() }, runOptions: { mode: 'chat' } });
-    const batches: { index: number; json: string }[][] = [];
-    for await (const batch of service.eventBatches(sessionId, -1)) batches.push(batch);
-    const live = batches.flat();
-    expect(live.length).toBeGreaterThan(300);
-    expect(live.map((event) => event.index)).toEqual(live.map((_event, at) => at));
+    const { service, sessionId, batches, live } = await readBurst(300, createMemorySessionLog());
     expect(batches.every((batch) => batch.length > 0)).toBe(true);
     // Events that were ready together came together: far fewer waits than events.
     expect(batches.length).toBeLessThan(live.length / 10);
-    const replayed: { index: number; json: string }[] = [];
+    const replayed: SessionEvent[] = [];
     for await (const event of service.events(sessionId, -1)) replayed.push(event);
     expect(replayed).toEqual(live);
-    expect(live.filter((event) => event.json.startsWith('{"thought"')).map((event) => (JSON.parse(event.json) as { thought: { text: string } }).thought.text)).toEqual(
-      burst.map((_chunk, at) => `step ${at}`),
-    );
   });
 
   it('writes a long burst to the log and to a reader in bounded slices, in order, none lost', async () => {
-    const burst = Array.from({ length: 1_200 }, (_, at) => thoughtChunk(`step ${at}`));
-    const backend = createScriptedBackendClient(() => [...burst, functionCallChunk('system_objective_fulfilled', { objective_outcome: 'done' })]);
     const memory = createMemorySessionLog();
     const appends: number[] = [];
     const log: SessionLog = {
@@ -303,19 +290,30 @@ describe('sessions', () => {
         return memory.append(id, events);
       },
     };
-    const service = createSessionService({ log, bus: createMemoryEventBus() });
-    const sessionId = await service.start({ segments: [{ type: 'text', text: 'Think' }] }, { ports: { backend, store: createMemoryInteractionStore() }, runOptions: { mode: 'chat' } });
-    const batches: { index: number; json: string }[][] = [];
-    for await (const batch of service.eventBatches(sessionId, -1)) batches.push(batch);
-    const live = batches.flat();
-    expect(live.length).toBeGreaterThan(1_200);
-    expect(live.map((event) => event.index)).toEqual(live.map((_event, at) => at));
+    const { batches, live } = await readBurst(1_200, log);
     // The model's chunks came without a pause, yet no append and no array holds all of them.
     expect(Math.max(...appends)).toBeLessThanOrEqual(256);
     expect(appends.reduce((sum, count) => sum + count, 0)).toBe(live.length);
     expect(Math.max(...batches.map((batch) => batch.length))).toBeLessThanOrEqual(500);
     expect(batches.length).toBeLessThan(live.length / 100);
-    const thoughts = live.filter((event) => event.json.startsWith('{"thought"'));
-    expect(thoughts.map((event) => (JSON.parse(event.json) as { thought: { text: string } }).thought.text)).toEqual(burst.map((_chunk, at) => `step ${at}`));
   });
 });
+
+/**
+ * Runs a session whose model streams `thoughts` chunks without a pause over `log`, and reads it
+ * live from the same instance; checks that every event came once, in order, thoughts included.
+ */
+async function readBurst(thoughts: number, log: SessionLog) {
+  const burst = Array.from({ length: thoughts }, (_, at) => thoughtChunk(`step ${at}`));
+  const backend = createScriptedBackendClient(() => [...burst, functionCallChunk('system_objective_fulfilled', { objective_outcome: 'done' })]);
+  const service = createSessionService({ log, bus: createMemoryEventBus() });
+  const sessionId = await service.start({ segments: [{ type: 'text', text: 'Think' }] }, { ports: { backend, store: createMemoryInteractionStore() }, runOptions: { mode: 'chat' } });
+  const batches: SessionEvent[][] = [];
+  for await (const batch of service.eventBatches(sessionId, -1)) batches.push(batch);
+  const live = batches.flat();
+  expect(live.length).toBeGreaterThan(thoughts);
+  expect(live.map((event) => event.index)).toEqual(live.map((_event, at) => at));
+  const texts = live.filter((event) => event.json.startsWith('{"thought"')).map((event) => (JSON.parse(event.json) as { thought: { text: string } }).thought.text);
+  expect(texts).toEqual(burst.map((_chunk, at) => `step ${at}`));
+  return { service, sessionId, batches, live };
+}
