@@ -4,7 +4,7 @@ import type { LLMContent, Part } from '../protocol/content.js';
 /**
  * Checks a history before it is sent, so a bug of ours surfaces as a clear error rather than a
  * 400 from the model: a model turn whose signed batch lost the signature of its first call, a
- * function response without a matching call, a call id used twice, and a user turn whose number
+ * function response without a matching call, a call id used twice in one turn, and a user turn whose number
  * of responses differs from the calls of the model turn before it.
  */
 export function validateHistory(contents: readonly LLMContent[]): void {
@@ -21,13 +21,12 @@ export function validateHistory(contents: readonly LLMContent[]): void {
 export class HistoryValidator {
   #checked = 0;
   #last: LLMContent | undefined;
-  #seenIds = new Set<string>();
 
   /** Throws `INVALID_HISTORY`, naming the content, for the first problem among the new contents. */
   check(contents: readonly LLMContent[]): void {
     if (contents.length < this.#checked || (this.#checked > 0 && contents[this.#checked - 1] !== this.#last)) this.#reset();
     try {
-      for (let index = this.#checked; index < contents.length; index += 1) checkContent(contents, index, this.#seenIds);
+      for (let index = this.#checked; index < contents.length; index += 1) checkContent(contents, index);
     } catch (error) {
       this.#reset();
       throw error;
@@ -39,7 +38,6 @@ export class HistoryValidator {
   #reset(): void {
     this.#checked = 0;
     this.#last = undefined;
-    this.#seenIds = new Set();
   }
 }
 
@@ -50,7 +48,7 @@ function callsOf(content: LLMContent | undefined): Part[] {
   return calls;
 }
 
-function checkContent(contents: readonly LLMContent[], index: number, seenIds: Set<string>): void {
+function checkContent(contents: readonly LLMContent[], index: number): void {
   const content = contents[index] as LLMContent;
   const calls = callsOf(content);
   if (calls.length > 0) {
@@ -58,11 +56,15 @@ function checkContent(contents: readonly LLMContent[], index: number, seenIds: S
     if (signed && typeof calls[0]?.thoughtSignature !== 'string') {
       throw invalid(index, `the first function call (${calls[0]?.functionCall?.name}) lost its thoughtSignature`);
     }
+    // An id pairs a call with its response in the next content: it must be unique in its turn. A
+    // later turn may use it again (mock models count from `call_0` each turn).
+    let ids: Set<string> | undefined;
     for (const part of calls) {
       const id = part.functionCall?.id;
       if (id === undefined) continue;
-      if (seenIds.has(id)) throw invalid(index, `function call id "${id}" is used twice`);
-      seenIds.add(id);
+      ids ??= new Set();
+      if (ids.has(id)) throw invalid(index, `function call id "${id}" is used twice in one turn`);
+      ids.add(id);
     }
   }
   const responses = content.parts.filter((part) => part.functionResponse);

@@ -66,13 +66,11 @@ describe('ModelTurnAccumulator over every recorded Gemini stream', () => {
     expect(kept.map((part) => part.thoughtSignature)).toEqual(signedPieces(chunks).map((piece) => piece.signature));
     signedPieces(chunks).forEach((piece, index) => expect(kept[index]?.functionCall?.name).toBe(piece.call));
 
-    // Calls keep provider ids; others get distinct UUIDs that never reach the provider's parts.
+    // Every call gets a distinct UUID of ours; a provider's id stays in its part and beside it,
+    // and ours never reaches the provider's parts.
     for (const call of turn.functionCalls) {
-      if (call.providerId) expect(call.callId).toBe(call.providerId);
-      else {
-        expect(call.callId).toMatch(/^[0-9a-f-]{36}$/);
-        expect(call.part.functionCall?.id).toBeUndefined();
-      }
+      expect(call.callId).toMatch(/^[0-9a-f-]{36}$/);
+      expect(call.part.functionCall?.id).toBe(call.providerId);
     }
     expect(new Set(turn.functionCalls.map((call) => call.callId)).size).toBe(turn.functionCalls.length);
 
@@ -165,16 +163,23 @@ describe('validateHistory', () => {
     expect(() => validateHistory(history)).toThrow(/^contents\[1\]: the first function call \(a\) lost its thoughtSignature/);
   });
 
-  it('fails on a response without a call, a count mismatch, and a reused id', () => {
+  it('fails on a response without a call, a count mismatch, and an id used twice in one turn', () => {
     expect(() => validateHistory([{ role: 'user', parts: [{ functionResponse: { name: 'x', response: {} } }] }])).toThrow(
       /^contents\[0\]: function response "x" has no function call/,
     );
     const short = base();
     short[2]?.parts.pop();
     expect(() => validateHistory(short)).toThrow(/^contents\[2\]: 1 function responses answer 2 function calls/);
+    const twice = base();
+    twice.push({ role: 'model', parts: [{ functionCall: { id: 'c9', name: 'a', args: {} } }, { functionCall: { id: 'c9', name: 'b', args: {} } }] });
+    expect(() => validateHistory(twice)).toThrow(/^contents\[3\]: function call id "c9" is used twice in one turn/);
+  });
+
+  it('takes an id a later turn uses again (mock models count from call_0 each turn)', () => {
     const reused = base();
     reused.push({ role: 'model', parts: [{ functionCall: { id: 'c1', name: 'a', args: {} } }] });
-    expect(() => validateHistory(reused)).toThrow(/^contents\[3\]: function call id "c1" is used twice/);
+    reused.push({ role: 'user', parts: [{ functionResponse: { id: 'c1', name: 'a', response: {} } }] });
+    expect(() => validateHistory(reused)).not.toThrow();
   });
 
   it('checks only what was appended since the last check, and still catches a problem there', () => {
@@ -185,9 +190,9 @@ describe('validateHistory', () => {
     const parts = history[1]?.parts ?? [];
     delete parts[0]?.thoughtSignature;
     expect(() => validator.check(history)).not.toThrow();
-    // ...while an appended one is, against the ids seen before it.
-    history.push({ role: 'model', parts: [{ functionCall: { id: 'c2', name: 'b', args: {} } }] });
-    expect(() => validator.check(history)).toThrow(/^contents\[3\]: function call id "c2" is used twice/);
+    // ...while an appended one is.
+    history.push({ role: 'user', parts: [{ functionResponse: { name: 'b', response: {} } }] });
+    expect(() => validator.check(history)).toThrow(/^contents\[3\]: function response "b" has no function call before it/);
   });
 
   it('checks a history whole again when it is not the last one grown at its end', () => {

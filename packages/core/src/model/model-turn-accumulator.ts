@@ -4,9 +4,9 @@ import type { GenerateContentResponse, UsageMetadata } from '../protocol/gemini.
 
 /** A function call of a model turn, with the id the runtime tracks it by. */
 export interface ParsedFunctionCall {
-  /** The provider's id when it sent one, else a fresh UUID that is never sent back to the provider. */
+  /** A fresh UUID, unique in the run: the id of the call's events. It is never sent to the provider. */
   callId: string;
-  /** The provider's own id, when present. */
+  /** The provider's own id, when it sent one: the call's response carries it back. */
   providerId?: string;
   name: string;
   args: JsonObject;
@@ -120,10 +120,13 @@ export class ModelTurnAccumulator {
       }
       const args: JsonObject = { ...(call.args ?? {}) };
       const own: Part = { ...part, functionCall: { ...call, args } };
+      // Our id is always fresh: a provider's id may come again in a later turn (mock models count
+      // from `call_0` each turn), and events must never name two calls alike. The provider's own
+      // id goes back with the call's response.
       const parsed: ParsedFunctionCall =
         providerId === undefined
           ? { callId: crypto.randomUUID(), name: call.name, args, part: own }
-          : { callId: providerId, providerId, name: call.name, args, part: own };
+          : { callId: crypto.randomUUID(), providerId, name: call.name, args, part: own };
       this.#parts.push(own);
       this.#calls.push(parsed);
       if (providerId !== undefined) this.#callsByProviderId.set(providerId, parsed);

@@ -93,6 +93,32 @@ describe('run() and resume()', () => {
     ]);
   });
 
+  it('gives each call its own callId when the model uses the same id every turn, and sends the model its id back', async () => {
+    const sentBack: unknown[] = [];
+    const backend = createScriptedBackendClient(async (request) => {
+      const last = lastContent(request);
+      for (const part of last?.parts ?? []) if (part.functionResponse) sentBack.push(part.functionResponse.id);
+      if (request.index === 0) return [functionCallChunk('system_write_file', { file_name: 'a.md', content: 'one' }, { id: 'call_0' })];
+      if (request.index === 1) return [functionCallChunk('chat_request_user_input', { user_message: 'Name?', input_type: 'text' }, { id: 'call_0' })];
+      return [functionCallChunk('system_objective_fulfilled', { objective_outcome: 'Done' }, { id: 'call_0' })];
+    });
+    const ports: AgentPorts = { backend, store: createMemoryInteractionStore() };
+    const first = await collect(run(start('Write, ask, finish'), ports));
+    const suspend = first.at(-1);
+    if (suspend?.type !== 'waitForInput') throw new Error(`expected waitForInput, got ${suspend?.type}`);
+    const second = await collect(resume(suspend.interactionId as string, { input: { role: 'user', parts: [{ text: 'Ada' }] } }, ports));
+    expect(second.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+    const calls = [...first, ...second].filter((event) => event.type === 'functionCall');
+    expect(calls.map((event) => event.name)).toEqual(['system_write_file', 'chat_request_user_input', 'system_objective_fulfilled']);
+    expect(new Set(calls.map((event) => event.callId)).size).toBe(3);
+    expect(calls.map((event) => event.callId)).not.toContain('call_0');
+    // Each result names its own call (the question's answer came from the user), and the model got
+    // its own id back every time.
+    const results = [...first, ...second].filter((event) => event.type === 'functionResult').map((event) => event.callId);
+    expect(results).toEqual([calls[0]?.callId, calls[2]?.callId]);
+    expect(sentBack).toEqual(['call_0', 'call_0']);
+  });
+
   it('keeps ten suspended runs apart when they are resumed in random order', async () => {
     const backend = createScriptedBackendClient((request) => {
       const answer = lastContent(request)?.parts[0]?.functionResponse?.response?.user_input;

@@ -134,7 +134,7 @@ describe('createAnthropicBackendClient', () => {
     const provider = await serve((_request, response) => sendStream(response, sseFromJsonl(fixture('anthropic', 'messages-parallel-tool-use-x3.jsonl'))));
     const client = createAnthropicBackendClient({ apiKey: KEY, fetch, baseUrl: provider.baseUrl });
     const { turn } = fold(await collect(client.streamGenerateContent('claude-sonnet-4-5', body([{ role: 'user', parts: [{ text: 'search' }] }]))));
-    expect(turn.functionCalls.map((call) => [call.callId, call.args])).toEqual([
+    expect(turn.functionCalls.map((call) => [call.providerId, call.args])).toEqual([
       ['toolu_01LtEf4h1QW7KCKLsYMuhTNB', { query: 'alpha' }],
       ['toolu_016tfZE7otAFSBjhc67wu189', { query: 'beta' }],
       ['toolu_01XkU35z8BVWqqc9tijDuLrA', { query: 'gamma' }],
@@ -149,7 +149,7 @@ describe('createAnthropicBackendClient', () => {
     const client = createAnthropicBackendClient({ apiKey: KEY, fetch, baseUrl: provider.baseUrl, serverTools: [{ type: 'web_fetch_20250910', name: 'web_fetch' }] });
     const chunks = await collect(client.streamGenerateContent('claude-sonnet-4-5', body([{ role: 'user', parts: [{ text: 'steps' }] }])));
     const { turn } = fold(chunks);
-    expect(turn.functionCalls.map((call) => [call.callId, call.name, call.args])).toEqual([['toolu_01FUuDcCDweLziH8QvQFQLtV', 'display_products', {}]]);
+    expect(turn.functionCalls.map((call) => [call.providerId, call.name, call.args])).toEqual([['toolu_01FUuDcCDweLziH8QvQFQLtV', 'display_products', {}]]);
     const blocks = finalBlocks(text);
     const server = turn.content.parts.filter((part) => !part.functionCall && part.providerData).map((part) => (part.providerData as { block: unknown }).block);
     expect(server).toEqual([blocks[1], blocks[2]]);

@@ -53,28 +53,28 @@ describe('createOpenAiCompatibleBackendClient', () => {
 
   it('puts together calls streamed by index, whole, without an index, and without arguments on the first chunk', async () => {
     const openai = await turnOf(fixture('openai-compat', 'openai-chat-tool-calls-parallel.sse'));
-    expect(openai.turn.functionCalls.map((call) => [call.callId, call.name])).toEqual([
+    expect(openai.turn.functionCalls.map((call) => [call.providerId, call.name])).toEqual([
       ['call_JMW1whyEaYG438VE1OIflxA2', 'GetWeatherArgs'],
       ['call_DNYTawLBoN8fj3KN6qU9N1Ou', 'get_stock_price'],
     ]);
     expect(openai.turn.functionCalls[0]?.args).toEqual({ city: 'Edinburgh', country: 'GB', units: 'c' });
 
     const ollama = await turnOf(fixture('openai-compat', 'ollama-v1-parallel-tool-calls.sse'));
-    expect(ollama.turn.functionCalls.map((call) => [call.callId, call.args])).toEqual([
+    expect(ollama.turn.functionCalls.map((call) => [call.providerId, call.args])).toEqual([
       ['call_wteop8bt', { command: 'ls' }],
       ['call_rk2xye1l', { command: 'ls -l' }],
     ]);
 
     const mistral = await turnOf(sseDataOnly(fixture('openai-compat', 'mistral-tool-call-no-index.jsonl')));
-    expect(mistral.turn.functionCalls.map((call) => [call.callId, call.args])).toEqual([['gSIMJiOkT', { location: 'San Francisco' }]]);
+    expect(mistral.turn.functionCalls.map((call) => [call.providerId, call.args])).toEqual([['gSIMJiOkT', { location: 'San Francisco' }]]);
 
     const vllm = await turnOf(fixture('openai-compat', 'vllm-qwen-tool-call.sse'));
-    expect(vllm.turn.functionCalls.map((call) => [call.callId, call.name, call.args])).toEqual([
+    expect(vllm.turn.functionCalls.map((call) => [call.providerId, call.name, call.args])).toEqual([
       ['chatcmpl-tool-ca99dda515524c6abe47d1ea22813507', 'run_command', { command: 'ls' }],
     ]);
 
     const xai = await turnOf(sseDataOnly(fixture('openai-compat', 'xai-grok-reasoning-content-tool-call.jsonl')));
-    expect(xai.turn.functionCalls.map((call) => [call.callId, call.args])).toEqual([['call_79382389', { location: 'San Francisco' }]]);
+    expect(xai.turn.functionCalls.map((call) => [call.providerId, call.args])).toEqual([['call_79382389', { location: 'San Francisco' }]]);
     expect(xai.turn.usageMetadata).toMatchObject({ candidatesTokenCount: 26, thoughtsTokenCount: 227 });
 
     const llama = await turnOf(sseDataOnly(fixture('openai-compat', 'llama-server-qwen3coder-tool-call.jsonl')));

@@ -71,7 +71,7 @@ describe('createOpenAiResponsesBackendClient', () => {
       { thought: true, text: thoughts[0], providerData: { provider: 'openai-responses', item: reasoningItem } },
       { functionCall: { id: 'call_AB6AaRZ1FYZB2RwS6A5vbdqn', name: 'calculator', args: { a: 12, b: 7, op: 'add' } }, providerData: { provider: 'openai-responses', item: callItem } },
     ]);
-    expect(turn.functionCalls.map((call) => call.callId)).toEqual(['call_AB6AaRZ1FYZB2RwS6A5vbdqn']);
+    expect(turn.functionCalls.map((call) => call.providerId)).toEqual(['call_AB6AaRZ1FYZB2RwS6A5vbdqn']);
     expect(turn.finishReason).toBe('STOP');
     expect(turn.usageMetadata).toEqual({ promptTokenCount: 134, candidatesTokenCount: 28, totalTokenCount: 162 });
     expect(turn.responseId).toBe('resp_01830d662ab3856501693c321345c88190b0de00f3b9975691');
