@@ -120,16 +120,16 @@ describe('createHandler', () => {
       expect(await fromWorker.text()).toBe(await fromCore.text());
     }
     // A caller that asked for SSE (the Opal client) gets the error as an event it can show.
-    expect(await wireEvents(await exports.default.fetch(agentRequest({ start: { segments: [{ bogus: {} }] } })))).toEqual([
-      { error: { message: 'start.segments[0]: unknown segment kind "bogus"', code: 'BAD_REQUEST' } },
+    expect(await wireEvents(await exports.default.fetch(agentRequest({ start: { segments: [{ type: 'bogus' }] } })))).toEqual([
+      { error: { message: 'start.segments[0].type: Unknown segment type: bogus', code: 'BAD_REQUEST' } },
     ]);
-    const response = await exports.default.fetch(agentJsonRequest({ start: { segments: [{ bogus: {} }] } }));
+    const response = await exports.default.fetch(agentJsonRequest({ start: { segments: [{ type: 'bogus' }] } }));
     expect(await response.json()).toEqual({
       error: {
         code: 'BAD_REQUEST',
-        message: 'start.segments[0]: unknown segment kind "bogus"',
+        message: 'start.segments[0].type: Unknown segment type: bogus',
         status: 400,
-        details: { path: 'start.segments[0]' },
+        details: { path: 'start.segments[0].type' },
       },
     });
   });

@@ -71,7 +71,7 @@ describe('dev server process', () => {
     // The Opal client asks for SSE and shows only the status line of a non-2xx answer: it gets an event.
     const empty = await post(first.url, { start: { segments: [] } });
     expect(empty.status).toBe(200);
-    expect(await events(empty)).toEqual([{ error: { message: 'start.segments: must hold at least one segment', code: 'BAD_REQUEST' } }]);
+    expect(await events(empty)).toEqual([{ error: { message: "start.segments: empty: Missing 'segments' in request body", code: 'BAD_REQUEST' } }]);
   });
 });
 

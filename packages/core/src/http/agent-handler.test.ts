@@ -23,8 +23,7 @@ function post(body: string, headers: Record<string, string> = {}, url = URL_BASE
   return new Request(url, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } });
 }
 
-function setup() {
-  const store = createMemoryInteractionStore();
+function setup(store: AgentPorts['store'] = createMemoryInteractionStore()) {
   const backend = createScriptedBackendClient((request) => {
     const answer = request.body.contents.at(-1)?.parts[0]?.functionResponse?.response?.user_input;
     return typeof answer === 'string'
@@ -71,14 +70,38 @@ describe('createAgentHandler', () => {
     expect(stolen).toEqual([{ error: { message: `Interaction ${interactionId} belongs to another user`, code: 'FORBIDDEN' } }]);
   });
 
+  it('runs one of ten resumes sent at once, and tells the others in the protocol\'s words', async () => {
+    // A store that answers a moment later, as one over a network does: the resumes overlap.
+    const memory = createMemoryInteractionStore();
+    const store = new Proxy(memory, {
+      get: (target, key) => {
+        const value = Reflect.get(target, key) as unknown;
+        if (typeof value !== 'function') return value;
+        return async (...args: unknown[]) => {
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          return (value as (...all: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const { handler } = setup(store);
+    const events = await wireEvents(await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x' }], accessToken: 'tok' }))));
+    const interactionId = events.at(-1)?.waitForInput?.interactionId as string;
+    const body = JSON.stringify({ interactionId, response: { input: { parts: [{ text: 'Ada' }] } }, accessToken: 'tok' });
+    const answers = await Promise.all(Array.from({ length: 10 }, async () => wireEvents(await handler(post(body)))));
+    expect(answers.filter((answer) => answer.at(-1)?.complete !== undefined)).toHaveLength(1);
+    const refusals = answers.filter((answer) => answer.at(-1)?.complete === undefined).map((answer) => answer.map((event) => event.error?.message));
+    const words = [`No suspended session for interaction: ${interactionId}`, `Unknown interaction ID: ${interactionId}`];
+    expect(refusals).toEqual(Array.from({ length: 9 }, () => [expect.toBeOneOf(words)]));
+  });
+
   it('answers a malformed body with 400 JSON naming the field', async () => {
     const { handler } = setup();
     const notJson = await handler(post('{"start":', {}, URL_JSON));
     expect(notJson.status).toBe(400);
     expect(await notJson.json()).toMatchObject({ error: { code: 'BAD_REQUEST', status: 400, message: expect.stringMatching(/^\(body\): not valid JSON/) } });
-    const badSegment = await handler(post(JSON.stringify({ start: { segments: [{ bogus: {} }] } }), {}, URL_JSON));
+    const badSegment = await handler(post(JSON.stringify({ start: { segments: [{ type: 'bogus' }] } }), {}, URL_JSON));
     expect(badSegment.status).toBe(400);
-    expect(await badSegment.json()).toMatchObject({ error: { message: 'start.segments[0]: unknown segment kind "bogus"' } });
+    expect(await badSegment.json()).toMatchObject({ error: { message: 'start.segments[0].type: Unknown segment type: bogus' } });
   });
 
   it('refuses an oversized body with 413, unknown paths with 404 and other methods with 405', async () => {
@@ -141,7 +164,7 @@ describe('createAgentHandler: errors for callers that asked for SSE', () => {
   it('answers an empty segments list with ?alt=sse as one SSE error event coded BAD_REQUEST', async () => {
     const { handler } = setup();
     const events = await sseEvents(await handler(post(JSON.stringify({ start: { segments: [] } }))));
-    expect(events).toEqual([{ error: { message: 'start.segments: must hold at least one segment', code: 'BAD_REQUEST' } }]);
+    expect(events).toEqual([{ error: { message: "start.segments: empty: Missing 'segments' in request body", code: 'BAD_REQUEST' } }]);
   });
 
   it('does the same for Accept: text/event-stream, for 413 and for 415', async () => {

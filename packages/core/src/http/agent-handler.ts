@@ -210,13 +210,16 @@ async function resumeLegacy(
     await service.resume(sessionId, response, context);
   } catch (error) {
     const failure = toAgentError(error);
-    // The legacy protocol speaks of interactions, not sessions.
+    // The legacy protocol speaks of interactions, not sessions (a resume that lost a race, or of a
+    // run not waiting for an answer, gets the reference's words).
     const message =
       failure.code === 'INTERACTION_NOT_FOUND'
         ? `Unknown interaction ID: ${interactionId}`
         : failure.code === 'FORBIDDEN'
           ? `Interaction ${interactionId} belongs to another user`
-          : failure.message;
+          : failure.code === 'CONFLICT'
+            ? `No suspended session for interaction: ${interactionId}`
+            : failure.message;
     return singleEvent({ error: { message, code: failure.code } });
   }
   const reading = new AbortController();

@@ -280,16 +280,27 @@ describe('invalid request bodies', () => {
       message: expect.stringMatching(/^start\.segments: required/),
       path: 'start.segments',
     });
-    expect(failure(() => parseAgentRequestBody({ start: { segments: [] } })).message).toMatch(/^start\.segments: must hold/);
+    expect(failure(() => parseAgentRequestBody({ start: { segments: [] } })).message).toBe("start.segments: empty: Missing 'segments' in request body");
   });
 
-  it('refuses an unknown segment kind in either spelling', () => {
-    expect(failure(() => parseAgentRequestBody({ segments: [{ type: 'text', text: 'a' }, { videoSegment: {} }] }))).toMatchObject({
-      message: 'segments[1]: unknown segment kind "videoSegment"',
-      path: 'segments[1]',
+  it('refuses an unknown segment type, and leaves out segments of no kind and inputs without content, as the reference does', () => {
+    expect(failure(() => parseAgentRequestBody({ start: { segments: [{ type: 'text', text: 'a' }, { type: 'bogus' }] } }))).toMatchObject({
+      message: 'start.segments[1].type: Unknown segment type: bogus',
+      path: 'start.segments[1].type',
     });
-    expect(failure(() => parseAgentRequestBody({ start: { segments: [{ type: 'bogus' }] } })).message).toBe(
-      'start.segments[0].type: unknown segment kind "bogus"',
-    );
+    // A newer client's kind, an empty type and an input with no content are left out; the rest runs.
+    const body = parseAgentRequestBody({
+      segments: [{ videoSegment: {} }, { type: '' }, { inputSegment: { title: 'x' } }, { type: 'input', content: { parts: [] } }, { textSegment: { text: 'Hi' } }],
+    });
+    expect(body).toEqual({ kind: 'start', start: { segments: [{ type: 'text', text: 'Hi' }] } });
+    // With nothing left, the request is refused.
+    expect(failure(() => parseAgentRequestBody({ segments: [{ videoSegment: {} }] }))).toMatchObject({
+      message: 'segments: no segment of a kind this server knows (text, asset, input or tool)',
+      path: 'segments',
+    });
+    // An asset needs its content.
+    expect(failure(() => parseAgentRequestBody({ segments: [{ assetSegment: { title: 'pic' } }] }))).toMatchObject({
+      message: 'segments[0].assetSegment.content: Invalid asset format: an asset needs content with at least one part',
+    });
   });
 });

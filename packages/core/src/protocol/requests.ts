@@ -221,40 +221,63 @@ function parseStart(value: unknown, prefix: string, maxSegments: number): StartR
   const parsed = startRequestSchema().safeParse(value);
   if (!parsed.success) throw fromIssues(prefix, parsed.error.issues);
   const count = parsed.data.segments.length;
-  if (count === 0) throw badRequest(formatPath(prefix, ['segments']), 'must hold at least one segment');
+  if (count === 0) throw badRequest(formatPath(prefix, ['segments']), "empty: Missing 'segments' in request body");
   if (count > maxSegments) {
     const path = formatPath(prefix, ['segments']);
     throw new AgentError('BAD_REQUEST', `${path}: holds ${count} segments, more than the limit of ${maxSegments}`, {
       details: { path, limit: maxSegments },
     });
   }
-  const segments = parsed.data.segments.map((segment, index) => parseSegment(segment, formatPath(prefix, ['segments', index])));
+  const segments: Segment[] = [];
+  parsed.data.segments.forEach((segment, index) => {
+    const known = parseSegment(segment, formatPath(prefix, ['segments', index]));
+    if (known) segments.push(known);
+  });
+  if (segments.length === 0) {
+    throw badRequest(formatPath(prefix, ['segments']), 'no segment of a kind this server knows (text, asset, input or tool)');
+  }
   const start: StartRequest = { segments };
   if (parsed.data.flags !== undefined) start.flags = parsed.data.flags;
   if (parsed.data.graph !== undefined) start.graph = parsed.data.graph;
   return start;
 }
 
-/** Normalises one segment from either spelling and validates it. */
-export function parseSegment(value: unknown, path: string): Segment {
+/**
+ * Normalises one segment from either spelling and validates it. As the reference does, a segment
+ * of no kind (neither a `type` nor a spelling this server knows, say a newer client's, or an empty
+ * `type`) and an input with no content are left out (`undefined`); an unknown `type` is refused.
+ */
+export function parseSegment(value: unknown, path: string): Segment | undefined {
   if (!isPlainObject(value)) throw badRequest(path, `expected object, got ${describe(value)}`);
   let flat: Record<string, unknown> = value;
-  if (!('type' in value)) {
+  if (value.type === undefined || value.type === null || value.type === '') {
     const key = Object.keys(SEGMENT_SPELLINGS).find((candidate) => candidate in value) as keyof typeof SEGMENT_SPELLINGS | undefined;
-    if (!key) {
-      const keys = Object.keys(value);
-      throw badRequest(path, `unknown segment kind${keys.length > 0 ? ` "${keys[0]}"` : ' (empty object)'}`);
-    }
+    if (!key) return undefined;
     const inner = value[key];
     if (!isPlainObject(inner)) throw badRequest(`${path}.${key}`, `expected object, got ${describe(inner)}`);
     path = `${path}.${key}`;
-    flat = { type: SEGMENT_SPELLINGS[key], ...inner };
-  } else if (!['text', 'asset', 'input', 'tool'].includes(String(value.type))) {
-    throw badRequest(`${path}.type`, `unknown segment kind "${String(value.type)}"`);
+    flat = { ...inner, type: SEGMENT_SPELLINGS[key] };
+  } else if (!SEGMENT_KINDS.includes(value.type as string)) {
+    throw badRequest(`${path}.type`, `Unknown segment type: ${typeof value.type === 'string' ? value.type : JSON.stringify(value.type)}`);
+  }
+  if (flat.type === 'input' || flat.type === 'asset') {
+    if (hasNoParts(flat.content)) {
+      if (flat.type === 'input') return undefined;
+      throw badRequest(`${path}.content`, 'Invalid asset format: an asset needs content with at least one part');
+    }
   }
   const parsed = segmentSchema().safeParse(flat);
   if (!parsed.success) throw fromIssues(path, parsed.error.issues);
   return parsed.data;
+}
+
+const SEGMENT_KINDS: readonly string[] = Object.values(SEGMENT_SPELLINGS);
+
+/** Content that is absent, or has no parts (content of another shape is the schema's to refuse). */
+function hasNoParts(content: unknown): boolean {
+  if (content === undefined || content === null) return true;
+  if (!isPlainObject(content)) return false;
+  return content.parts === undefined || (Array.isArray(content.parts) && content.parts.length === 0);
 }
 
 function fromIssues(prefix: string, issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }>): AgentError {
