@@ -123,7 +123,8 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
   };
   const backendFor = createModelBackend(modelConfig, pooledFetch);
   const model = modelFor(modelConfig);
-  const cors: CorsOptions = { origins: config.corsOrigins ?? '*' };
+  // Any request header, as the reference dev backend allows.
+  const cors: CorsOptions = { origins: config.corsOrigins ?? '*', allowHeaders: '*' };
   const sessions = {
     log: backing.log,
     bus: backing.bus,
@@ -143,7 +144,7 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
     sessions,
   });
   // The reference dev backend lets pages call every proxied path with any method and header.
-  const proxied = proxy ? withCors(proxy, { ...cors, allowMethods: '*', allowHeaders: '*' }) : undefined;
+  const proxied = proxy ? withCors(proxy, { ...cors, allowMethods: '*' }) : undefined;
 
   const handler = async (request: Request): Promise<Response> => {
     const { pathname } = new URL(request.url);

@@ -239,6 +239,15 @@ describe('reverse proxy: reaches the upstream and nothing else', () => {
     const response = await fetch(`${dev.url}/v1beta1/things`, { headers: { origin: 'https://opal.example.com' } });
     expect(response.headers.get('access-control-allow-origin')).toBe('*');
     expect(received[0]?.headers.origin).toBe('https://opal.example.com');
+    // The agent and sessions endpoints take any request header too.
+    for (const target of ['/v1beta1/streamRunAgent', '/v1beta1/sessions/new']) {
+      const agent = await fetch(`${dev.url}${target}`, {
+        method: 'OPTIONS',
+        headers: { origin: 'https://opal.example.com', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type,x-goog-api-client' },
+      });
+      expect(agent.status, target).toBe(204);
+      expect(agent.headers.get('access-control-allow-headers'), target).toBe('content-type,x-goog-api-client');
+    }
   });
 
   it('refuses an UPSTREAM_URL that holds credentials without printing them', async () => {
