@@ -220,6 +220,17 @@ describe('createAgentHandler: input limits', () => {
     const { error } = await response.json();
     expect(error.code).toBe('INTERNAL');
     expect(error.message).toBe("EACCES: permission denied, open '[path]' with key=[redacted]");
+    // The sessions endpoints say the same.
+    const sessions = 'http://agent.test/v1beta1/sessions';
+    for (const [url, body] of [
+      [`${sessions}/new`, { segments: [{ type: 'text', text: 'x' }] }],
+      [`${sessions}/abc:resume`, { input: { parts: [{ text: 'x' }] } }],
+      [`${sessions}/abc:cancel`, {}],
+    ] as const) {
+      const answer = await handler(post(JSON.stringify(body), {}, url));
+      expect(answer.status, url).toBe(500);
+      expect((await answer.json()).error.message, url).toBe("EACCES: permission denied, open '[path]' with key=[redacted]");
+    }
   });
 });
 

@@ -1,4 +1,4 @@
-import { AgentError, isAgentError, toAgentError } from '../errors/index.js';
+import { AgentError } from '../errors/index.js';
 import type { AgentPorts, EventBus, SessionLog } from '../ports/index.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
 import { parseAgentRequestText, parseJsonBody, type AgentRequestLimits } from '../protocol/requests.js';
@@ -9,7 +9,7 @@ import { createMemoryEventBus, createMemorySessionLog } from '../sessions/memory
 import { createSessionService, type SessionContext, type SessionEvent, type SessionService } from '../sessions/session-service.js';
 import { createSseEventStream, encodeSseEvent } from '../sse/index.js';
 import { createCorsPolicy, type CorsOptions } from './cors.js';
-import { redactServerMessage } from './redact.js';
+import { publicError } from './redact.js';
 import { createSessionsEndpoint, SESSIONS_PATH } from './sessions-endpoint.js';
 
 /** The paths the agent endpoint answers on (decision W2). */
@@ -209,7 +209,7 @@ async function resumeLegacy(
   try {
     await service.resume(sessionId, response, context);
   } catch (error) {
-    const failure = toAgentError(error);
+    const failure = publicError(error);
     // The legacy protocol speaks of interactions, not sessions (a resume that lost a race, or of a
     // run not waiting for an answer, gets the reference's words).
     const message =
@@ -266,13 +266,6 @@ function sseErrorResponse(error: unknown): Response {
   const agentError = publicError(error);
   const event = encodeSseEvent({ error: { message: agentError.message, code: agentError.code } });
   return new Response(event, { status: 200, headers: sseHeaders() });
-}
-
-/** The error a caller may see: an `AgentError` as it is, anything else `INTERNAL` without secrets or server paths. */
-export function publicError(error: unknown): AgentError {
-  if (isAgentError(error)) return error;
-  const normalised = toAgentError(error);
-  return new AgentError(normalised.code, redactServerMessage(normalised.message), { cause: error });
 }
 
 /** The headers of every SSE answer: no caching, no proxy buffering. */

@@ -1,3 +1,5 @@
+import { AgentError, isAgentError, toAgentError } from '../errors/index.js';
+
 // Keeps secrets and server file paths out of error messages made from text we do not control
 // (a provider's error body, a network error naming a URL, an unexpected exception).
 
@@ -87,4 +89,11 @@ function decodeSafely(value: string): string {
 /** How a string looks inside a JSON string literal (quotes and escapes as `JSON.stringify` writes them). */
 function jsonInner(value: string): string {
   return JSON.stringify(value).slice(1, -1);
+}
+
+/** The error a caller may see: an `AgentError` as it is, anything else `INTERNAL` without secrets or server paths. */
+export function publicError(error: unknown): AgentError {
+  if (isAgentError(error)) return error;
+  const normalised = toAgentError(error);
+  return new AgentError(normalised.code, redactServerMessage(normalised.message), { cause: error });
 }

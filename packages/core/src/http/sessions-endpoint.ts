@@ -1,8 +1,9 @@
-import { AgentError, toAgentError } from '../errors/index.js';
+import { AgentError } from '../errors/index.js';
 import { parseAgentRequestBody } from '../protocol/requests.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
 import type { SessionContext, SessionEvent, SessionService } from '../sessions/session-service.js';
 import { createSseEventStream, encodeSseEvent } from '../sse/index.js';
+import { publicError } from './redact.js';
 
 /** The prefix of every sessions path. */
 export const SESSIONS_PATH = '/v1beta1/sessions/';
@@ -112,7 +113,7 @@ function sessionStream(events: AsyncGenerator<SessionEvent[]>, sessionId: string
         yield text;
       }
     } catch (error) {
-      const failure = toAgentError(error);
+      const failure = publicError(error);
       yield encodeSseEvent(JSON.stringify({ error: { message: failure.message, code: failure.code } }), { event: 'event' });
     }
     yield encodeSseEvent('{}', { event: 'done' });
@@ -129,7 +130,7 @@ function json(value: unknown): Response {
 }
 
 function errorJson(error: unknown): Response {
-  const failure = toAgentError(error);
+  const failure = publicError(error);
   return new Response(JSON.stringify(failure.toJSON()), {
     status: failure.status,
     headers: { 'content-type': 'application/json; charset=utf-8' },

@@ -1,5 +1,5 @@
 import { nextTurn, queuedReader } from '../channel/index.js';
-import { AgentError, toAgentError } from '../errors/index.js';
+import { AgentError } from '../errors/index.js';
 import { claimInteraction, DEFAULT_LEASE_MS, readInteractionLabel, type InteractionClaim } from '../interactions/index.js';
 import type { AgentPorts, EventBus, SessionInfo, SessionLog, SessionStatus } from '../ports/index.js';
 import { isSuspendEvent } from '../protocol/events.js';
@@ -8,6 +8,7 @@ import type { ResumeResponse } from '../protocol/resume-responses.js';
 import type { RunEvent } from '../protocol/run-events.js';
 import type { GenerateContentRequest } from '../protocol/gemini.js';
 import { toWireEventJson } from '../protocol/wire.js';
+import { publicError } from '../http/redact.js';
 import { createRequestSerializer } from '../model/request-json.js';
 import { readInteractionState } from '../run/interaction-state.js';
 import { resumeClaimed } from '../run/resume.js';
@@ -254,9 +255,10 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       }
       await journal.flush();
     } catch (error) {
-      // The events are the run's; anything thrown here is the log or the bus failing.
+      // The events are the run's; anything thrown here is the log or the bus failing (its words go
+      // to every reader, without secrets or server paths).
       sawError = true;
-      const failure = toAgentError(error);
+      const failure = publicError(error);
       journal.add(JSON.stringify({ error: { message: failure.message, code: failure.code } }));
       await journal.flush().catch(() => undefined);
     } finally {
