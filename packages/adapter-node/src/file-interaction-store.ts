@@ -52,7 +52,7 @@ export function createFileInteractionStore(options: FileInteractionStoreOptions)
   const fileOf = (id: string, suffix: string): string => path.join(directory, `${id}${suffix}`);
   const checkId = (id: string): void => {
     if (!SAFE_ID.test(id) || id === '.' || id === '..') {
-      throw new AgentError('BAD_REQUEST', `Interaction id "${id.slice(0, 80)}" may only hold letters, digits, ".", "_" and "-"`);
+      throw new AgentError('BAD_REQUEST', `Interaction id "${id.slice(0, 80)}" may only hold 1 to 200 letters, digits, ".", "_" and "-"`);
     }
   };
 

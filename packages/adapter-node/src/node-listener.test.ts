@@ -156,6 +156,21 @@ describe('adapter-node: request targets', () => {
     expect(doubleSlash).toContain('//127.0.0.1:1/v1beta1/x');
   });
 
+  it('answers TRACE, which a Web Request cannot carry, with 405 without calling the handler', async () => {
+    let called = 0;
+    server = await serve({
+      handler: async () => {
+        called += 1;
+        return new Response('ok');
+      },
+    });
+    const answer = await rawExchange(server.port, 'TRACE /v1beta1/streamRunAgent HTTP/1.1\r\nHost: localhost\r\n\r\n');
+    expect(answer).toMatch(/^HTTP\/1\.1 405 /);
+    expect(answer).toContain('"code":"METHOD_NOT_ALLOWED","message":"TRACE requests are not served"');
+    expect(called).toBe(0);
+    expect(await (await fetch(`${server.url}/x`)).text()).toBe('ok');
+  });
+
   it('answers a handler that throws with a 500 that names no file and no secret', async () => {
     server = await serve({
       handler: async () => {

@@ -45,6 +45,14 @@ export function createNodeListener(
       outgoing.end(JSON.stringify(error.toJSON()));
       return;
     }
+    const method = (incoming.method ?? 'GET').toUpperCase();
+    if (UNSERVED_METHODS.has(method)) {
+      // A Web `Request` cannot carry these methods, so no handler could answer them.
+      const error = new AgentError('METHOD_NOT_ALLOWED', `${method} requests are not served`, { details: { method } });
+      outgoing.writeHead(error.status, { 'content-type': 'application/json; charset=utf-8', connection: 'close' });
+      outgoing.end(JSON.stringify(error.toJSON()));
+      return;
+    }
     const controller = new AbortController();
     outgoing.on('close', () => {
       if (!outgoing.writableFinished) controller.abort(new Error('Client disconnected'));
@@ -62,6 +70,9 @@ export function createNodeListener(
     });
   };
 }
+
+/** Methods the Fetch standard forbids in a `Request`. */
+const UNSERVED_METHODS: ReadonlySet<string> = new Set(['CONNECT', 'TRACE', 'TRACK']);
 
 /** Why a request target is refused, or `undefined` when it is a plain origin-form path. */
 function refuseTarget(incoming: IncomingMessage): string | undefined {

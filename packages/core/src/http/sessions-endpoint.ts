@@ -92,12 +92,15 @@ export function createSessionsEndpoint(options: SessionsEndpointOptions): (reque
 
 /** `after` from the query, else `Last-Event-ID`, else -1 (everything). */
 function cursorOf(url: URL, request: Request): number {
-  const raw = url.searchParams.get('after') ?? request.headers.get('last-event-id');
+  const query = url.searchParams.get('after');
+  const raw = query ?? request.headers.get('last-event-id');
   if (raw === null || raw === '') return -1;
-  const value = Number(raw);
+  // Decimal digits only: `Number` would also take " 3", "0x3" and "1e1".
+  const value = /^-?\d{1,16}$/.test(raw) ? Number(raw) : Number.NaN;
   if (!Number.isSafeInteger(value) || value < -1) {
-    throw new AgentError('BAD_REQUEST', `after: expected an event index (an integer of -1 or more), got "${raw.slice(0, 40)}"`, {
-      details: { path: 'after' },
+    const field = query === null ? 'Last-Event-ID' : 'after';
+    throw new AgentError('BAD_REQUEST', `${field}: expected an event index (an integer of -1 or more), got "${raw.slice(0, 40)}"`, {
+      details: { path: field },
     });
   }
   return value;

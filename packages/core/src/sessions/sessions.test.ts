@@ -126,6 +126,18 @@ describe('sessions', () => {
     const status = (await (await handle(new Request(`${BASE}${sessionId}/status`))).json()) as Record<string, unknown>;
     expect(status).toEqual({ sessionId, status: 'suspended', eventCount: second.events.at(-1)!.id + 1 });
 
+    // A cursor that is not a plain decimal index is refused, naming where it came from.
+    for (const [query, headers, field] of [
+      ['&after=0x1', {}, 'after'],
+      ['&after=1e0', {}, 'after'],
+      ['&after=-5', {}, 'after'],
+      ['', { 'last-event-id': '0x1' }, 'Last-Event-ID'],
+    ] as const) {
+      const refused = await handle(new Request(`${BASE}${sessionId}?alt=sse${query}`, { headers }));
+      expect(refused.status, query || field).toBe(400);
+      expect(((await refused.json()) as { error: { message: string } }).error.message, query || field).toMatch(new RegExp(`^${field}: expected an event index`));
+    }
+
     // Only the owner resumes.
     expect((await handle(post(`${sessionId}:resume`, { input: { parts: [{ text: 'Mallory' }] } }, 'other'))).status).toBe(403);
     const resumed = await handle(post(`${sessionId}:resume`, { input: { role: 'user', parts: [{ text: 'Ada' }] } }, 'tok'));
