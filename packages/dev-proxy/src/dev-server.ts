@@ -7,6 +7,7 @@ import { createUiMessageStreamHandler, UI_MESSAGE_STREAM_PATH } from '@org/core/
 import {
   AGENT_RUN_PATHS,
   createAgentHandler,
+  createGoogleAccountOwner,
   createUpstreamBackendClient,
   errorResponse,
   SESSIONS_PATH,
@@ -56,6 +57,11 @@ export interface DevServerConfig {
   simulatedGeminiPort?: number;
   /** Where runs keep memory (Drive + Sheets); see `startDriveBackend`. */
   drive?: DriveBackendConfig;
+  /**
+   * Where the server asks Google whose a caller's token is, when runs use Google's own APIs with it
+   * (a run then belongs to the Google account, so a refreshed token resumes it). Default Google's.
+   */
+  tokenInfoUrl?: string;
 }
 
 /** A running dev server. */
@@ -125,6 +131,13 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
   const model = modelFor(modelConfig);
   // Any request header, as the reference dev backend allows.
   const cors: CorsOptions = { origins: config.corsOrigins ?? '*', allowHeaders: '*' };
+  // Callers' tokens are Google's when runs use Google's APIs with them: a run then belongs to the
+  // account, not to the token, which the browser refreshes within the hour. Elsewhere (simulated or
+  // configured APIs) a token is its own owner.
+  const owners =
+    drive.mode === 'google'
+      ? { resolveOwner: createGoogleAccountOwner({ fetch: pooledFetch, ...(config.tokenInfoUrl ? { tokenInfoUrl: config.tokenInfoUrl } : {}) }) }
+      : {};
   const sessions = {
     log: backing.log,
     bus: backing.bus,
@@ -135,6 +148,7 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
     runOptions: () => ({ ...(model ? { model } : {}), ...(config.leaseMs === undefined ? {} : { leaseMs: config.leaseMs }) }),
     cors,
     sessions,
+    ...owners,
   });
   // The AI SDK's useChat endpoint: the same ports, runs and sessions as the agent endpoint.
   const chat = createUiMessageStreamHandler({
@@ -142,6 +156,7 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
     runOptions: () => ({ ...(model ? { model } : {}), ...(config.leaseMs === undefined ? {} : { leaseMs: config.leaseMs }) }),
     cors,
     sessions,
+    ...owners,
   });
   // The reference dev backend lets pages call every proxied path with any method and header.
   const proxied = proxy ? withCors(proxy, { ...cors, allowMethods: '*' }) : undefined;
@@ -189,6 +204,10 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
       upstreamUrl: config.upstreamUrl,
       cors,
       memoryLine: drive.bannerLine,
+      ownersLine:
+        drive.mode === 'google'
+          ? "Owners:    a run belongs to the Google account of the caller's token (a refreshed token resumes it)"
+          : "Owners:    a run belongs to the caller's token (another token may not resume it)",
     }),
     close: async () => {
       await server.close();
@@ -297,6 +316,7 @@ interface BannerFacts {
   upstreamUrl: string | undefined;
   cors: CorsOptions;
   memoryLine: string;
+  ownersLine: string;
 }
 
 function banner(facts: BannerFacts): string {
@@ -316,6 +336,7 @@ function banner(facts: BannerFacts): string {
     `Playground: ${url}/  (open it in a browser)`,
     ...modeLines,
     facts.memoryLine,
+    facts.ownersLine,
     `Endpoints: POST ${url}/v1beta1/streamRunAgent  (alias POST ${url}/api/agent/run)`,
     `           POST ${url}/v1beta1/sessions/new, GET ${url}/v1beta1/sessions/{id}?alt=sse, :resume, :cancel, /status`,
     `           POST ${url}${UI_MESSAGE_STREAM_PATH}  (the AI SDK's useChat; GET ${UI_MESSAGE_STREAM_PATH}/{chatId} restores a chat)`,

@@ -12,6 +12,7 @@ export {
   type RetryOptions,
 } from './gemini-backend-client.js';
 export { withCors, type CorsOptions } from './cors.js';
+export { createGoogleAccountOwner, GOOGLE_TOKEN_INFO_URL, type GoogleAccountOwnerOptions } from './google-account-owner.js';
 export { createPrefixCache, type PrefixCache, type PrefixCacheOptions } from './prefix-cache.js';
 export { createUpstreamBackendClient, type UpstreamBackendClientOptions } from './upstream-backend-client.js';
 export {
