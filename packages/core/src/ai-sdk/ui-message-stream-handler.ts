@@ -27,7 +27,8 @@ export interface UiMessageStreamHandlerOptions {
   runOptions?: (context: AgentRequestContext) => Omit<RunOptions, 'signal' | 'owner'> | undefined;
   /**
    * Who owns a chat started with this token (`Authorization: Bearer`); a request by another owner
-   * is refused with 403. Default: a SHA-256 digest of the token. `undefined`: anyone.
+   * is refused with 403. Default: a SHA-256 digest of the token (for refreshed tokens see
+   * `createGoogleAccountOwner` in `@org/core/http`). `undefined`: anyone.
    */
   resolveOwner?: (accessToken: string | undefined) => string | undefined | Promise<string | undefined>;
   /**

@@ -65,7 +65,9 @@ export interface AgentHandlerOptions {
   keepAliveMs?: number;
   /**
    * Who owns a run started with this token; a resume by another owner is refused. Default: a
-   * SHA-256 digest of the token (the token itself is never stored). Return `undefined` for anonymous.
+   * SHA-256 digest of the token (the token itself is never stored), so only the same token resumes;
+   * for tokens that expire and are refreshed (Google OAuth: within the hour) map them to the user,
+   * e.g. `createGoogleAccountOwner()`. Return `undefined` for anonymous.
    */
   resolveOwner?: (accessToken: string | undefined) => string | undefined | Promise<string | undefined>;
   /**
