@@ -72,7 +72,16 @@ export function createSessionsEndpoint(options: SessionsEndpointOptions): (reque
       }
       if (action === 'cancel') {
         allow(request, 'POST', url);
-        await service.cancel(sessionId, await options.contextFor(request, bearerToken(request)));
+        // The token may come in a JSON body, as with :resume; any other body is not read.
+        let accessToken: unknown;
+        if (request.body !== null && /^application\/json\b/i.test(request.headers.get('content-type') ?? '')) {
+          const text = await request.text();
+          if (text.trim().length > 0) ({ accessToken } = (await options.readJson(new Request(request.url, { method: 'POST', body: text, headers: request.headers }))) as { accessToken?: unknown });
+        }
+        if (accessToken !== undefined && typeof accessToken !== 'string') {
+          throw new AgentError('BAD_REQUEST', 'accessToken: expected string', { details: { path: 'accessToken' } });
+        }
+        await service.cancel(sessionId, await options.contextFor(request, (accessToken as string | undefined) || bearerToken(request)));
         return json({ sessionId, status: 'cancelled' });
       }
       allow(request, 'GET', url);

@@ -75,7 +75,7 @@ export interface SessionService {
    * `NOT_FOUND`, `FORBIDDEN`, `CONFLICT` (not waiting for an answer), `INTERACTION_NOT_FOUND`.
    */
   resume(sessionId: string, response: ResumeResponse, context: SessionContext): Promise<void>;
-  /** Stops a session from any instance. `NOT_FOUND`, or `CONFLICT` when it already ended. */
+  /** Stops a session from any instance. `NOT_FOUND`, `FORBIDDEN` (another owner's), or `CONFLICT` when it already ended. */
   cancel(sessionId: string, context: SessionContext): Promise<void>;
   /** The session's status and event count. `NOT_FOUND` when there is none. */
   status(sessionId: string): Promise<SessionInfo>;
@@ -486,6 +486,10 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
 
     async cancel(sessionId, context) {
       const found = await info(sessionId);
+      // Cancelling ends the run and drops its saved state: only its owner may, as only they may resume it.
+      if (found.owner !== undefined && found.owner !== context.owner) {
+        throw new AgentError('FORBIDDEN', `Session ${sessionId} belongs to another user`);
+      }
       const cancelled = await log.update(sessionId, { status: 'cancelled' }, ['running', 'suspended', 'paused']);
       if (!cancelled) {
         const current = (await log.get(sessionId))?.status ?? found.status;

@@ -138,8 +138,11 @@ describe('sessions', () => {
       expect(((await refused.json()) as { error: { message: string } }).error.message, query || field).toMatch(new RegExp(`^${field}: expected an event index`));
     }
 
-    // Only the owner resumes.
+    // Only the owner resumes, or cancels: another user's attempts leave the session as it was.
     expect((await handle(post(`${sessionId}:resume`, { input: { parts: [{ text: 'Mallory' }] } }, 'other'))).status).toBe(403);
+    expect((await handle(post(`${sessionId}:cancel`, {}, 'other'))).status).toBe(403);
+    expect((await handle(post(`${sessionId}:cancel`, {}))).status).toBe(403);
+    expect(((await (await handle(new Request(`${BASE}${sessionId}/status`))).json()) as { status: string }).status).toBe('suspended');
     const resumed = await handle(post(`${sessionId}:resume`, { input: { role: 'user', parts: [{ text: 'Ada' }] } }, 'tok'));
     expect(await resumed.json()).toEqual({ ok: true });
     const cursor = second.events.at(-1)!.id;
@@ -154,7 +157,7 @@ describe('sessions', () => {
     expect(replay.events.map((event) => event.data)).toEqual([...first.events, ...second.events, ...third.events].map((event) => event.data));
     expect(((await (await handle(new Request(`${BASE}${sessionId}/status`))).json()) as { status: string }).status).toBe('completed');
     // Finished: cancel is a conflict, resume too.
-    expect((await handle(post(`${sessionId}:cancel`, {}))).status).toBe(409);
+    expect((await handle(post(`${sessionId}:cancel`, {}, 'tok'))).status).toBe(409);
     expect((await handle(post(`${sessionId}:resume`, { input: { parts: [{ text: 'again' }] } }, 'tok'))).status).toBe(409);
   });
 
