@@ -4,7 +4,7 @@ import { parseSseStream } from '@org/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDevProcess, startPostgresServer, startRedisServer, stopProcess } from './test-support/dev-process.js';
 import { waitFor } from './test-support/agent-client.js';
-import { callChunk, lastFunctionResponse, objectiveOf, startMockGemini, thoughtOf, type MockGeminiAnswer, type MockGeminiRequest } from './test-support/mock-gemini.js';
+import { callChunk, lastFunctionResponse, objectiveOf, startMockGemini, stopChunk, thoughtOf, type MockGeminiAnswer, type MockGeminiRequest } from './test-support/mock-gemini.js';
 
 // Two real dev server processes on one real Redis, then on one real PostgreSQL: a session is
 // started on one, read and resumed on the other, cancelled across them, and finished by the
@@ -41,12 +41,12 @@ async function startModel() {
     const answered = lastFunctionResponse(request)?.response.user_input;
     if (mode === 'greet') {
       return typeof answered === 'string'
-        ? { kind: 'chunks', chunks: [thoughtOf('Greeting'), callChunk('system_objective_fulfilled', { objective_outcome: `Hello ${answered}` })] }
-        : { kind: 'chunks', chunks: [thoughtOf('Asking'), gateOf(tag).released, callChunk('chat_request_user_input', { user_message: 'Name?' })] };
+        ? { kind: 'chunks', chunks: [thoughtOf('Greeting'), callChunk('system_objective_fulfilled', { objective_outcome: `Hello ${answered}` }), stopChunk()] }
+        : { kind: 'chunks', chunks: [thoughtOf('Asking'), gateOf(tag).released, callChunk('chat_request_user_input', { user_message: 'Name?' }), stopChunk()] };
     }
     // Held open: the run stays in this model turn until its caller goes away.
     if (mode === 'hold' || requestsOf(tag).length === 1) return { kind: 'chunks', chunks: [thoughtOf('Working'), forever] };
-    return { kind: 'chunks', chunks: [thoughtOf('Carrying on'), callChunk('system_objective_fulfilled', { objective_outcome: 'Done' })] };
+    return { kind: 'chunks', chunks: [thoughtOf('Carrying on'), callChunk('system_objective_fulfilled', { objective_outcome: 'Done' }), stopChunk()] };
   });
   const requestsOf = (tag: string) => mock.requests.filter((request) => tagOf(request)?.[2] === tag);
   return {
@@ -223,7 +223,7 @@ describe.each(stores)('two dev server processes sharing one $name', (store) => {
       await waitFor("B's stream shows the run's thought", () => live.events.some((event) => typeOf(event) === 'thought'), 90_000);
       expect((await status(a, sessionId)).status).toBe('running');
 
-      const cancelled = await post(a, `${sessionId}:cancel`, {});
+      const cancelled = await post(a, `${sessionId}:cancel`, { accessToken: TOKEN });
       expect(cancelled.status).toBe(200);
       expect(await cancelled.json()).toEqual({ sessionId, status: 'cancelled' });
       await live.ended;
@@ -232,7 +232,7 @@ describe.each(stores)('two dev server processes sharing one $name', (store) => {
       // The instance running it let go of the model: the held request was closed by its caller.
       await waitFor('the held model request is closed', () => model.dropped(tag) === 1, 90_000);
       for (const instance of [a, b]) expect((await status(instance, sessionId)).status).toBe('cancelled');
-      const again = await post(b, `${sessionId}:cancel`, {});
+      const again = await post(b, `${sessionId}:cancel`, { accessToken: TOKEN });
       expect(again.status).toBe(409);
       expect(await again.json()).toMatchObject({ error: { code: 'CONFLICT' } });
       expect(await readAll(a, sessionId)).toEqual(await readAll(b, sessionId));

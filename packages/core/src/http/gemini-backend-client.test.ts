@@ -2,8 +2,12 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { AgentError } from '../errors/index.js';
+import type { AgentEvent } from '../protocol/events.js';
 import type { GenerateContentResponse } from '../protocol/gemini.js';
-import { createGeminiBackendClient } from './gemini-backend-client.js';
+import { run } from '../run/index.js';
+import { createMemoryInteractionStore } from '../testing/index.js';
+import { createGeminiBackendClient, type GeminiBackendClientOptions } from './gemini-backend-client.js';
 
 const fixtures = new URL('../../../../fixtures/gemini/', import.meta.url);
 const fixture = (name: string) => readFileSync(new URL(name, fixtures), 'utf8');
@@ -15,13 +19,13 @@ afterEach(async () => {
   close = undefined;
 });
 
-async function gemini(route: Route): Promise<{ baseUrl: string; seen: Array<{ url: string; key: string; body: string }> }> {
-  const seen: Array<{ url: string; key: string; body: string }> = [];
+async function gemini(route: Route): Promise<{ baseUrl: string; seen: Array<{ url: string; key: string; body: string; at: number }> }> {
+  const seen: Array<{ url: string; key: string; body: string; at: number }> = [];
   const server = createServer((request, response) => {
     let body = '';
     request.on('data', (chunk: Buffer) => (body += chunk.toString()));
     request.on('end', () => {
-      seen.push({ url: request.url ?? '', key: String(request.headers['x-goog-api-key']), body });
+      seen.push({ url: request.url ?? '', key: String(request.headers['x-goog-api-key']), body, at: Date.now() });
       route(request, response, body);
     });
   });
@@ -43,6 +47,34 @@ async function collect(iterable: AsyncIterable<GenerateContentResponse>): Promis
   const chunks = [];
   for await (const chunk of iterable) chunks.push(chunk);
   return chunks;
+}
+
+/** The chunks a stream yielded before it failed, and the failure. */
+async function collectUntilError(iterable: AsyncIterable<GenerateContentResponse>): Promise<{ chunks: GenerateContentResponse[]; error: AgentError }> {
+  const chunks: GenerateContentResponse[] = [];
+  try {
+    for await (const chunk of iterable) chunks.push(chunk);
+  } catch (error) {
+    if (error instanceof AgentError) return { chunks, error };
+    throw error;
+  }
+  throw new Error(`the stream ended without an error after ${chunks.length} chunks`);
+}
+
+const KEY = 'AIzaSy-test-secret-key-0123456789';
+const textEvent = (text: string, finishReason?: string) =>
+  `data: ${JSON.stringify({ candidates: [{ content: { role: 'model', parts: [{ text }] }, ...(finishReason ? { finishReason } : {}), index: 0 }] })}\r\n\r\n`;
+const limitedBody = fixture('error-429-resource-exhausted-free-tier-help-quotafailure-retryinfo.json');
+
+/** A chat run against `baseUrl`, with the loop's default policy unless `modelPolicy` says otherwise. */
+async function runChat(client: GeminiBackendClientOptions, modelPolicy = {}): Promise<AgentEvent[]> {
+  const backend = createGeminiBackendClient(client);
+  const events: AgentEvent[] = [];
+  const ports = { backend, store: createMemoryInteractionStore() };
+  for await (const event of run({ segments: [{ type: 'text', text: 'Hi' }] }, ports, { mode: 'chat', defaultFunctionGroups: false, modelPolicy })) {
+    events.push(event);
+  }
+  return events;
 }
 
 describe('createGeminiBackendClient', () => {
@@ -111,6 +143,148 @@ describe('createGeminiBackendClient', () => {
       })(),
     ).rejects.toMatchObject({ code: 'MODEL_ERROR', message: 'Internal error encountered.' });
     expect(seen).toHaveLength(1);
+  });
+
+  it('raises a bare error object sent after some events of a 200 stream as the API error, with the key redacted', async () => {
+    const bare = `${JSON.stringify({ error: { code: 503, message: `The model is overloaded (key ${KEY}).`, status: 'UNAVAILABLE' } }, null, 2)}\n`;
+    const { baseUrl } = await gemini((_request, response) => {
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      response.write(textEvent('The answer is'));
+      // The error arrives a moment later, on its own, as Google writes it.
+      setTimeout(() => response.end(bare), 20);
+    });
+    const client = createGeminiBackendClient({ apiKey: KEY, fetch, baseUrl });
+    const { chunks, error } = await collectUntilError(client.streamGenerateContent('m', { contents: [] }));
+    expect(chunks).toHaveLength(1);
+    expect(error).toMatchObject({ code: 'MODEL_UNAVAILABLE', message: 'The model is overloaded (key [redacted]).', details: { status: 503, providerStatus: 'UNAVAILABLE' } });
+    expect(JSON.stringify({ message: error.message, details: error.details })).not.toContain(KEY);
+  });
+
+  it('raises a 200 whose whole body is a bare error object as that error, not as an empty answer', async () => {
+    const { baseUrl } = await gemini((_request, response) => sse(response, limitedBody.replace('PerMinute', 'PerHour')));
+    const client = createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl });
+    const { chunks, error } = await collectUntilError(client.streamGenerateContent('m', { contents: [] }));
+    expect(chunks).toEqual([]);
+    expect(error).toMatchObject({ code: 'RATE_LIMITED', details: { status: 429, providerStatus: 'RESOURCE_EXHAUSTED' } });
+    expect(error.message).toMatch(/^You exceeded your current quota/);
+  });
+
+  it('treats a stream that ends without a finishReason as broken off, and the run asks again for the whole answer', async () => {
+    let calls = 0;
+    const { baseUrl, seen } = await gemini((_request, response) => {
+      calls += 1;
+      sse(response, calls === 1 ? textEvent('The answer is') : textEvent('The answer is 42.', 'STOP'));
+    });
+    const client = createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl });
+    const { chunks, error } = await collectUntilError(client.streamGenerateContent('m', { contents: [] }));
+    expect(chunks).toHaveLength(1);
+    expect(error).toMatchObject({ code: 'MODEL_UNAVAILABLE', message: expect.stringMatching(/broke off before it finished/) });
+
+    calls = 0;
+    const events = await runChat({ apiKey: 'k', fetch, baseUrl }, { baseDelayMs: 1, maxDelayMs: 5 });
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true, outcomes: { parts: [{ text: 'The answer is 42.' }] } } });
+    expect(seen).toHaveLength(3);
+  });
+
+  it('passes a blocked prompt on as it came, without a finishReason', async () => {
+    const text = fixture('stream-prompt-blocked-prohibited-content-gemini-3.7-flash.sse');
+    const { baseUrl } = await gemini((_request, response) => sse(response, text));
+    const client = createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl });
+    const chunks = await collect(client.streamGenerateContent('m', { contents: [] }));
+    expect(chunks).toEqual([expect.objectContaining({ promptFeedback: expect.objectContaining({ blockReason: 'PROHIBITED_CONTENT' }) })]);
+    const events = await runChat({ apiKey: 'k', fetch, baseUrl });
+    expect(events.find((event) => event.type === 'error')).toMatchObject({ code: 'MODEL_ERROR', message: expect.stringMatching(/PROHIBITED_CONTENT/) });
+  });
+
+  it('does not wait out a 58 s RetryInfo past its retry budget: the run pauses RATE_LIMITED after one request', async () => {
+    const { baseUrl, seen } = await gemini((_request, response) => jsonError(response, 429, limitedBody));
+    const started = Date.now();
+    const events = await runChat({ apiKey: 'k', fetch, baseUrl });
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(seen).toHaveLength(1);
+    // Paused, not failed: the last event names the interaction to resume.
+    expect(events.at(-1)).toMatchObject({ type: 'error', code: 'RATE_LIMITED', interactionId: expect.any(String) });
+  });
+
+  it('stops retrying when the next wait would pass retry.maxTotalDelayMs', async () => {
+    const { baseUrl, seen } = await gemini((_request, response) => jsonError(response, 429, limitedBody.replace('"58s"', '"0.05s"')));
+    const client = createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl, retry: { maxAttempts: 10, maxTotalDelayMs: 120 } });
+    const { error } = await collectUntilError(client.streamGenerateContent('m', { contents: [] }));
+    // Two waits of 50 ms fit in 120 ms; a third would not.
+    expect(seen).toHaveLength(3);
+    expect(error).toMatchObject({ code: 'RATE_LIMITED', details: { attempts: 3, retryable: false } });
+    expect(error.message).toMatch(/retry budget/);
+  });
+
+  it('does not retry a daily quota, says so, and the run does not ask again either', async () => {
+    const daily = limitedBody.replace('PerMinute', 'PerDay').replace('"58s"', '"0.01s"');
+    const { baseUrl, seen } = await gemini((_request, response) => jsonError(response, 429, daily));
+    const client = createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl });
+    const { error } = await collectUntilError(client.streamGenerateContent('m', { contents: [] }));
+    expect(seen).toHaveLength(1);
+    expect(error).toMatchObject({ code: 'RATE_LIMITED', details: { retryable: false } });
+    expect(error.message).toMatch(/daily Gemini quota is used up/);
+
+    const events = await runChat({ apiKey: 'k', fetch, baseUrl }, { baseDelayMs: 1, maxDelayMs: 5 });
+    expect(seen).toHaveLength(2);
+    expect(events.find((event) => event.type === 'error')).toMatchObject({ code: 'RATE_LIMITED', message: expect.stringMatching(/daily Gemini quota/) });
+  });
+
+  it('honours a Retry-After header in seconds or as an HTTP date when there is no RetryInfo', async () => {
+    const plain = JSON.stringify({ error: { code: 429, message: 'Resource has been exhausted (e.g. check quota).', status: 'RESOURCE_EXHAUSTED' } });
+    for (const retryAfter of ['1', () => new Date(Date.now() + 2000).toUTCString()]) {
+      let calls = 0;
+      const { baseUrl, seen } = await gemini((_request, response) => {
+        calls += 1;
+        if (calls > 1) return sse(response, textEvent('ok', 'STOP'));
+        response.writeHead(429, { 'content-type': 'text/event-stream', 'retry-after': typeof retryAfter === 'string' ? retryAfter : retryAfter() });
+        response.end(plain);
+      });
+      const client = createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl, retry: { baseDelayMs: 1, maxDelayMs: 5000 } });
+      await collect(client.streamGenerateContent('m', { contents: [] }));
+      expect(seen).toHaveLength(2);
+      expect((seen[1]?.at ?? 0) - (seen[0]?.at ?? 0)).toBeGreaterThanOrEqual(900);
+      await close?.();
+      close = undefined;
+    }
+  });
+
+  it('abandons an answer past its limits: a line too long, too many bytes, too long a silence', async () => {
+    const big = textEvent('x'.repeat(4096), 'STOP');
+    const cases: Array<[GeminiBackendClientOptions['limits'], (response: ServerResponse) => void, object]> = [
+      [{ maxLineBytes: 1024 }, (response) => sse(response, big), { code: 'MODEL_ERROR', details: { limit: 'maxLineBytes' } }],
+      [{ maxResponseBytes: 2048 }, (response) => sse(response, textEvent('y'.repeat(500)).repeat(8) + textEvent('.', 'STOP')), { code: 'MODEL_ERROR', details: { limit: 'maxResponseBytes' } }],
+      [{ idleTimeoutMs: 100 }, (response) => {
+        response.writeHead(200, { 'content-type': 'text/event-stream' });
+        response.write(textEvent('The answer is'));
+      }, { code: 'MODEL_UNAVAILABLE', message: expect.stringMatching(/sent nothing/) }],
+    ];
+    for (const [limits, answer, expected] of cases) {
+      const { baseUrl } = await gemini((_request, response) => answer(response));
+      const client = createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl, limits });
+      const { error } = await collectUntilError(client.streamGenerateContent('m', { contents: [] }));
+      expect(error).toMatchObject(expected);
+      await close?.();
+      close = undefined;
+    }
+  });
+
+  it('reads only the start of an error body, so one that never ends still fails the request', async () => {
+    const { baseUrl } = await gemini((_request, response) => {
+      response.writeHead(500, { 'content-type': 'text/event-stream' });
+      response.write('z'.repeat(100 * 1024));
+    });
+    const client = createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl, retry: { maxAttempts: 1 } });
+    const { error } = await collectUntilError(client.streamGenerateContent('m', { contents: [] }));
+    expect(error).toMatchObject({ code: 'MODEL_ERROR', details: { status: 500 } });
+    expect(error.message.length).toBeLessThan(600);
+  });
+
+  it('accepts a model named with its resource prefix, models/...', async () => {
+    const { baseUrl, seen } = await gemini((_request, response) => sse(response, textEvent('ok', 'STOP')));
+    const client = createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl });
+    await collect(client.streamGenerateContent('models/gemini-2.5-flash', { contents: [] }));
+    expect(seen[0]?.url).toBe('/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse');
   });
 
   it('says which setting is missing for media calls', async () => {

@@ -2,10 +2,10 @@ import { AgentError, type ErrorCode } from '../errors/index.js';
 import type { BackendClient } from '../ports/index.js';
 import type { GenerateContentRequest, GenerateContentResponse } from '../protocol/gemini.js';
 import { fieldsJson, isFixed } from '../protocol/fixed-json.js';
-import { parseSseStream } from '../sse/index.js';
 import { PrefixCacheTable, type CachedPrefix, type PrefixCache } from './prefix-cache.js';
 import { redactDetails, redactSecrets, redactUrl, secretsOfUrl } from './redact.js';
 import { createRequestSerializer } from '../model/request-json.js';
+import { readLimitedText, readSseEvents, retryAfterMs, type ProviderStreamLimits } from './providers/provider-transport.js';
 
 /** Retry policy for transient failures (429, 503) before the first chunk arrives. */
 export interface RetryOptions {
@@ -15,6 +15,14 @@ export interface RetryOptions {
   baseDelayMs?: number;
   /** Longest single wait, also the cap on a server's `RetryInfo.retryDelay`. Default 60 000 ms. */
   maxDelayMs?: number;
+  /**
+   * Most time spent waiting between attempts of one request, in total. A wait (asked for by the
+   * server or by the backoff) that would go past it is not waited: the error is thrown at once,
+   * marked `retryable: false` so the loop pauses the run instead of asking again. Keep it below
+   * the loop's `idleTimeoutMs`, which counts these waits as model silence. Default 40 000 ms.
+   * Only the Gemini client reads it.
+   */
+  maxTotalDelayMs?: number;
 }
 
 /** Options of {@link createGeminiBackendClient}. */
@@ -39,9 +47,17 @@ export interface GeminiBackendClientOptions {
    * is the Gemini API (prefixes under 16 KiB stay uncached), none for any other endpoint.
    */
   prefixCache?: PrefixCache | false;
+  /**
+   * Limits on an answer, as for the other providers: longest line (default 16 MiB; an image
+   * arrives as one line), most bytes in all (default 64 MiB), longest silence between two reads
+   * (default 10 minutes). Past one, the answer is abandoned with an error.
+   */
+  limits?: ProviderStreamLimits;
 }
 
 const DEFAULT_BASE_URL = 'https://generativelanguage.googleapis.com/v1beta';
+/** How much of an error body is read, and of stray text kept from a stream. */
+const MAX_ERROR_BODY_BYTES = 64 * 1024;
 
 /**
  * A `BackendClient` for the Gemini API, authenticated with an API key.
@@ -61,6 +77,7 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
   const maxAttempts = options.retry?.maxAttempts ?? 5;
   const baseDelayMs = options.retry?.baseDelayMs ?? 1000;
   const maxDelayMs = options.retry?.maxDelayMs ?? 60_000;
+  const maxTotalDelayMs = options.retry?.maxTotalDelayMs ?? 40_000;
   const serialize = createRequestSerializer();
   const prefixCache = prefixCacheOf(options.prefixCache, baseUrl);
   // Cached prefixes belong to a project: a table shared by clients keeps each credential's apart.
@@ -74,7 +91,11 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
     );
   return {
     async *streamGenerateContent(model, body, signal) {
-      const url = `${baseUrl}/models/${encodeURIComponent(model)}:streamGenerateContent?alt=sse`;
+      // `models/gemini-2.5-flash` (the resource name ListModels gives) is the model `gemini-2.5-flash`.
+      const modelId = model.startsWith('models/') ? model.slice('models/'.length) : model;
+      const url = `${baseUrl}/models/${encodeURIComponent(modelId)}:streamGenerateContent?alt=sse`;
+      // Waited between attempts so far, over both requests when a cached prefix is refused.
+      let waitedMs = 0;
       const open = async (requestBody: string): Promise<Response> => {
         for (let attempt = 1; ; attempt += 1) {
           let error: AgentError;
@@ -87,12 +108,30 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
             if (!(failure instanceof AgentError) || failure.code !== 'MODEL_UNAVAILABLE') throw failure;
             error = failure;
           }
+          // A daily quota does not come back within any wait worth making.
+          const dailyQuota = error.code === 'RATE_LIMITED' ? dailyQuotaOf(error.details) : undefined;
+          if (dailyQuota !== undefined) {
+            throw withAttempts(error, attempt, {
+              message: `The daily Gemini quota is used up (${redactSecrets(dailyQuota, secrets)}); retrying before it resets will not help: ${error.message}`,
+              retryable: false,
+            });
+          }
           const retryable = error.code === 'RATE_LIMITED' || error.code === 'MODEL_UNAVAILABLE';
           // The loop reads `attempts` and does not retry again what was retried here.
           if (!retryable || attempt >= maxAttempts) throw withAttempts(error, attempt);
           const hinted = retryDelayMs(error.details);
           const backoff = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
-          await sleep(Math.min(maxDelayMs, hinted ?? backoff * (0.5 + Math.random() * 0.5)), signal);
+          const delay = Math.min(maxDelayMs, hinted ?? backoff * (0.5 + Math.random() * 0.5));
+          if (waitedMs + delay > maxTotalDelayMs) {
+            // Waiting on would look like a silent model to the loop's idle timeout, and asking
+            // again sooner would only spend the quota: the run pauses and can be resumed later.
+            throw withAttempts(error, attempt, {
+              message: `${error.message} (not retried: waiting ${seconds(delay)} s more would pass the retry budget of ${seconds(maxTotalDelayMs)} s)`,
+              retryable: false,
+            });
+          }
+          waitedMs += delay;
+          await sleep(delay, signal);
         }
       };
       const cached = prefixCache ? await cachedPrefixOf(prefixCache, prefixClient, model, body, jsonRequest, signal) : undefined;
@@ -111,26 +150,7 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
         response = await open(serialize(body));
       }
       if (!response.body) throw new AgentError('MODEL_UNAVAILABLE', 'Gemini answered without a body');
-      try {
-        for await (const event of parseSseStream(response.body)) {
-          if (event.data.length === 0) continue;
-          let chunk: GenerateContentResponse & { error?: GeminiErrorBody['error'] };
-          try {
-            chunk = JSON.parse(event.data) as typeof chunk;
-          } catch {
-            // Garbage in the stream (a proxy's error page, a cut line): worth another request.
-            throw new AgentError('MODEL_UNAVAILABLE', `Gemini sent a chunk that is not JSON: ${redactSecrets(event.data.slice(0, 120), secrets)}`);
-          }
-          if (chunk.error) throw errorFromBody({ error: chunk.error }, chunk.error.code ?? 500, secrets);
-          yield chunk;
-        }
-      } catch (error) {
-        if (error instanceof AgentError) throw error;
-        if (signal?.aborted) throw new AgentError('ABORTED', 'Model request cancelled', { cause: error });
-        // The connection broke mid-answer ("terminated", a reset): transient.
-        const reason = error instanceof Error ? error.message : String(error);
-        throw new AgentError('MODEL_UNAVAILABLE', `The answer from Gemini broke off: ${redactSecrets(reason, secrets)}`, { cause: error });
-      }
+      yield* readAnswer(response, options.limits, signal, secrets);
     },
     executeStep: options.upstream ? (body, signal) => options.upstream!.executeStep(body, signal) : needsUpstream('executeStep'),
     uploadGeminiFile: options.upstream
@@ -138,6 +158,82 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
       : needsUpstream('uploadGeminiFile'),
     uploadBlobFile: options.upstream ? (id, signal) => options.upstream!.uploadBlobFile(id, signal) : needsUpstream('uploadBlobFile'),
   };
+}
+
+/**
+ * The chunks of a streamed answer, read within `limits`. Throws the API error Gemini sends in
+ * the body (on a `data:` line, or bare and pretty-printed outside the event framing, as both
+ * official SDKs expect), and a transient `MODEL_UNAVAILABLE` when the stream ends before any
+ * candidate carried a `finishReason` (a connection cut between events) or before a blocked prompt
+ * was reported.
+ */
+async function* readAnswer(
+  response: Response,
+  limits: ProviderStreamLimits | undefined,
+  signal: AbortSignal | undefined,
+  secrets: ReadonlyArray<string | undefined>,
+): AsyncGenerator<GenerateContentResponse> {
+  // Text outside the event framing; none in a sound answer, so a sound chunk pays nothing for it.
+  let stray: string[] | undefined;
+  let strayLength = 0;
+  const onIgnoredLine = (line: string): void => {
+    if (strayLength > MAX_ERROR_BODY_BYTES) return;
+    (stray ??= []).push(line);
+    strayLength += line.length + 1;
+  };
+  let finished = false;
+  for await (const event of readSseEvents(response, { provider: 'Gemini', limits, signal, onIgnoredLine })) {
+    if (event.data.length === 0) continue;
+    const chunk = chunkOf(event.data, secrets);
+    finished ||= endsAnswer(chunk);
+    yield chunk;
+  }
+  const error = bareErrorOf(stray, secrets);
+  if (error) throw error;
+  if (!finished) {
+    throw new AgentError('MODEL_UNAVAILABLE', 'The answer from Gemini broke off before it finished (the stream ended without a finishReason)', {
+      details: { provider: 'Gemini', retryable: true },
+    });
+  }
+}
+
+/** One event's chunk; an error object on a `data:` line is thrown as the error it is. */
+function chunkOf(data: string, secrets: ReadonlyArray<string | undefined>): GenerateContentResponse {
+  let chunk: GenerateContentResponse & { error?: GeminiErrorBody['error'] };
+  try {
+    chunk = JSON.parse(data) as typeof chunk;
+  } catch {
+    // Garbage in the stream (a proxy's error page, a cut line): worth another request.
+    throw new AgentError('MODEL_UNAVAILABLE', `Gemini sent a chunk that is not JSON: ${redactSecrets(data.slice(0, 4096), secrets).slice(0, 120)}`);
+  }
+  if (chunk.error) throw errorFromBody({ error: chunk.error }, chunk.error.code ?? 500, secrets);
+  return chunk;
+}
+
+/**
+ * Whether a chunk ends the answer: a candidate with a `finishReason`, or a blocked prompt (a
+ * chunk without candidates, passed on for the loop to report).
+ */
+function endsAnswer(chunk: GenerateContentResponse): boolean {
+  const candidates = chunk.candidates;
+  if (candidates !== undefined) {
+    for (const candidate of candidates) if (candidate.finishReason !== undefined) return true;
+  }
+  return chunk.promptFeedback?.blockReason !== undefined;
+}
+
+/** The API error in text sent outside the event framing (`{"error": {...}}`, or it in an array). */
+function bareErrorOf(stray: string[] | undefined, secrets: ReadonlyArray<string | undefined>): AgentError | undefined {
+  if (stray === undefined) return undefined;
+  let parsed: GeminiErrorBody | GeminiErrorBody[];
+  try {
+    parsed = JSON.parse(stray.join('\n')) as typeof parsed;
+  } catch {
+    return undefined;
+  }
+  const body = Array.isArray(parsed) ? parsed[0] : parsed;
+  if (!body?.error || typeof body.error !== 'object') return undefined;
+  return errorFromBody(body, body.error.code ?? 500, secrets);
 }
 
 /**
@@ -319,35 +415,54 @@ interface GeminiErrorBody {
   error: { code?: number; message?: string; status?: string; details?: unknown[] };
 }
 
-/** Maps a non-2xx Gemini answer (JSON even when the content type says SSE) to an `AgentError`. */
+/**
+ * Maps a non-2xx Gemini answer (JSON even when the content type says SSE) to an `AgentError`.
+ * Only the first 64 KiB of the body are read: the rest never explains more. A `Retry-After`
+ * header (a gateway's, where Gemini itself would send `RetryInfo`) lands in `retryAfterMs`.
+ */
 async function toGeminiError(response: Response, secrets: ReadonlyArray<string | undefined>): Promise<AgentError> {
-  const text = await response.text();
+  const text = await readLimitedText(response, MAX_ERROR_BODY_BYTES);
+  const retryAfter = retryAfterMs(response.headers);
+  const extra = retryAfter === undefined ? undefined : { retryAfterMs: retryAfter };
   try {
     const parsed = JSON.parse(text) as GeminiErrorBody | GeminiErrorBody[];
     const body = Array.isArray(parsed) ? parsed[0] : parsed;
-    if (body?.error) return errorFromBody(body, response.status, secrets);
+    if (body?.error) return errorFromBody(body, response.status, secrets, extra);
   } catch {
-    // Not JSON: fall through to the raw text.
+    // Not JSON (or cut at the limit): fall through to the raw text.
   }
-  const excerpt = redactSecrets(text.slice(0, 500), secrets) || response.statusText;
+  // Redacted whole, then cut, so no secret is cut in two and half of it kept.
+  const excerpt = redactSecrets(text, secrets).slice(0, 500) || redactSecrets(response.statusText, secrets);
   return new AgentError(codeForStatus(response.status), `Gemini ${response.status}: ${excerpt}`, {
-    details: { status: response.status },
+    details: { status: response.status, ...extra },
   });
 }
 
-function withAttempts(error: AgentError, attempts: number): AgentError {
-  return new AgentError(error.code, error.message, { cause: error.cause, details: { ...error.details, attempts } });
+/**
+ * `error` with the attempts made (the loop does not retry again what was retried here) and,
+ * when `change` says so, another message and `retryable: false` (the loop does not retry it at all).
+ */
+function withAttempts(error: AgentError, attempts: number, change?: { message: string; retryable: false }): AgentError {
+  const details: Record<string, unknown> = { ...error.details, attempts };
+  if (change) details.retryable = change.retryable;
+  return new AgentError(error.code, change?.message ?? error.message, { cause: error.cause, details });
 }
 
 /** An error body from the provider; whatever of our request it echoes back is redacted. */
-function errorFromBody(body: GeminiErrorBody, status: number, secrets: ReadonlyArray<string | undefined>): AgentError {
-  const code = body.error.code ?? status;
+function errorFromBody(
+  body: GeminiErrorBody,
+  status: number,
+  secrets: ReadonlyArray<string | undefined>,
+  extra?: Record<string, unknown>,
+): AgentError {
+  const code = typeof body.error.code === 'number' ? body.error.code : status;
   const message = typeof body.error.message === 'string' ? redactSecrets(body.error.message, secrets) : `Gemini error ${code}`;
   return new AgentError(codeForStatus(code), message, {
     details: {
       status: code,
       providerStatus: typeof body.error.status === 'string' ? redactSecrets(body.error.status, secrets) : body.error.status,
-      providerDetails: redactDetails(body.error.details ?? [], secrets),
+      providerDetails: redactDetails(Array.isArray(body.error.details) ? body.error.details : [], secrets),
+      ...extra,
     },
   });
 }
@@ -368,18 +483,43 @@ function codeForStatus(status: number): ErrorCode {
   return 'MODEL_ERROR';
 }
 
-/** `RetryInfo.retryDelay` ("58s", "1.5s") in milliseconds, when the error carries one. */
+/**
+ * The wait the server asked for, in milliseconds: `RetryInfo.retryDelay` ("58s", "1.5s"), else
+ * a `Retry-After` header.
+ */
 function retryDelayMs(details: Record<string, unknown> | undefined): number | undefined {
+  const list = details?.providerDetails;
+  if (Array.isArray(list)) {
+    for (const item of list) {
+      const entry = (item ?? {}) as { '@type'?: unknown; retryDelay?: unknown };
+      if (typeof entry['@type'] === 'string' && entry['@type'].endsWith('google.rpc.RetryInfo') && typeof entry.retryDelay === 'string') {
+        const seconds = Number.parseFloat(entry.retryDelay);
+        if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+      }
+    }
+  }
+  const header = details?.retryAfterMs;
+  return typeof header === 'number' ? header : undefined;
+}
+
+/** The `quotaId` of a daily quota a 429 names in its `QuotaFailure`, if any. */
+function dailyQuotaOf(details: Record<string, unknown> | undefined): string | undefined {
   const list = details?.providerDetails;
   if (!Array.isArray(list)) return undefined;
   for (const item of list) {
-    const entry = item as { '@type'?: string; retryDelay?: string };
-    if (entry['@type']?.endsWith('google.rpc.RetryInfo') && typeof entry.retryDelay === 'string') {
-      const seconds = Number.parseFloat(entry.retryDelay);
-      if (Number.isFinite(seconds)) return seconds * 1000;
+    const entry = (item ?? {}) as { '@type'?: unknown; violations?: unknown };
+    if (typeof entry['@type'] !== 'string' || !entry['@type'].endsWith('google.rpc.QuotaFailure') || !Array.isArray(entry.violations)) continue;
+    for (const violation of entry.violations) {
+      const quotaId = (violation as { quotaId?: unknown } | null)?.quotaId;
+      if (typeof quotaId === 'string' && quotaId.includes('PerDay')) return quotaId;
     }
   }
   return undefined;
+}
+
+/** Milliseconds as seconds to a tenth, for messages. */
+function seconds(ms: number): number {
+  return Math.round(ms / 100) / 10;
 }
 
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {

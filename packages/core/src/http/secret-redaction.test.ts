@@ -15,7 +15,7 @@ const URL_USER = 'gateway-user-91';
 const URL_PASSWORD = 'gateway-pass-Zq4';
 const ALL_SECRETS = [API_KEY, GOOGLE_STYLE_KEY, TOKEN, URL_USER, URL_PASSWORD];
 
-type EchoMode = 'json-error' | 'text-error' | 'sse-error-chunk' | 'sse-text-chunk';
+type EchoMode = 'json-error' | 'text-error' | 'sse-error-chunk' | 'sse-text-chunk' | 'status-text' | 'text-error-cut' | 'sse-text-cut';
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -41,7 +41,17 @@ async function echoingModel(mode: EchoMode): Promise<string> {
   return listen((request, response, body) => {
     const credentials = `${request.headers['x-goog-api-key'] ?? ''} ${request.headers.authorization ?? ''}`;
     const echo = `${credentials} ${request.method} ${request.url} headers=${JSON.stringify(request.headers)} raw=${request.rawHeaders.join(': ')} body=${body.slice(0, 200)}`;
-    if (mode === 'json-error') {
+    if (mode === 'status-text') {
+      // Nothing in the body: the key is in the reason phrase of the status line.
+      response.writeHead(400, `Invalid key ${credentials.trim()}`);
+      response.end();
+    } else if (mode === 'text-error-cut' || mode === 'sse-text-cut') {
+      // The key straddles where an excerpt of the answer would be cut.
+      const cut = mode === 'text-error-cut' ? 495 : 115;
+      response.writeHead(mode === 'text-error-cut' ? 500 : 200, { 'content-type': mode === 'text-error-cut' ? 'text/plain' : 'text/event-stream' });
+      const text = `${'x'.repeat(cut)}${credentials.trim()} and more`;
+      response.end(mode === 'text-error-cut' ? text : `data: ${text}\n\n`);
+    } else if (mode === 'json-error') {
       response.writeHead(400, { 'content-type': 'application/json' });
       response.end(JSON.stringify({ error: { code: 400, message: echo, status: 'INVALID_ARGUMENT', details: [{ echoed: request.headers }] } }));
     } else if (mode === 'text-error') {
@@ -84,7 +94,7 @@ function expectNoSecret(text: string): void {
 }
 
 describe('a model endpoint that echoes the request back', () => {
-  for (const mode of ['json-error', 'text-error', 'sse-error-chunk', 'sse-text-chunk'] as const) {
+  for (const mode of ['json-error', 'text-error', 'sse-error-chunk', 'sse-text-chunk', 'status-text', 'text-error-cut', 'sse-text-cut'] as const) {
     it(`puts no API key or token into any event (${mode})`, async () => {
       const model = await echoingModel(mode);
       for (const auth of [{ apiKey: API_KEY }, { apiKey: GOOGLE_STYLE_KEY }, { accessToken: TOKEN }]) {
@@ -92,7 +102,13 @@ describe('a model endpoint that echoes the request back', () => {
         const { text, events } = await runAgainst(backend);
         // The run did reach the model and ended in an error event that says something useful.
         const error = events.find((event) => typeof event === 'object' && event !== null && 'error' in event) as { error: { message: string } };
-        expect(error?.error.message).toMatch(/\[redacted\]/);
+        if (mode.endsWith('-cut')) {
+          // The excerpt ends before the secret would: not even its first characters are shown.
+          expect(error?.error.message).toMatch(/x{100}/);
+          for (const secret of ALL_SECRETS) expect(text).not.toContain(secret.slice(0, 5));
+        } else {
+          expect(error?.error.message).toMatch(/\[redacted\]/);
+        }
         expectNoSecret(text);
       }
     });

@@ -63,7 +63,7 @@ describe('createUpstreamBackendClient', () => {
   });
 
   it('streams model calls as the user, with the bearer token', async () => {
-    const { url, seen } = await backend(() => [200, { candidates: [{ content: { role: 'model', parts: [{ text: 'hi' }] } }] }]);
+    const { url, seen } = await backend(() => [200, { candidates: [{ content: { role: 'model', parts: [{ text: 'hi' }] }, finishReason: 'STOP' }] }]);
     const client = createUpstreamBackendClient({ baseUrl: url, fetch, accessToken: 'tok', geminiBaseUrl: `${url}/v1beta` });
     const chunks = [];
     for await (const chunk of client.streamGenerateContent('m', { contents: [] })) chunks.push(chunk);

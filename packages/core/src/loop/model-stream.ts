@@ -30,10 +30,14 @@ export function isTransient(error: AgentError): boolean {
   return TRANSIENT_CODES.has(error.code);
 }
 
-/** Whether the backend client already retried this failure itself (so the loop should not). */
+/**
+ * Whether the backend client already retried this failure itself (`details.attempts` above 1), or
+ * marked it `retryable: false` (a daily quota, a wait longer than its retry budget): either way
+ * the loop should not ask again, and a transient failure pauses the run resumably.
+ */
 export function retriedByBackend(error: AgentError): boolean {
   const attempts = error.details?.attempts;
-  return typeof attempts === 'number' && attempts > 1;
+  return (typeof attempts === 'number' && attempts > 1) || error.details?.retryable === false;
 }
 
 /**

@@ -24,6 +24,12 @@ export interface SseParserOptions {
    * `PAYLOAD_TOO_LARGE` error instead of growing without bound. Default 256 Mi characters.
    */
   maxLineLength?: number;
+  /**
+   * Called with each line the parser ignores because its field is not an SSE field (`{`,
+   * `  "error": {`): the text a server wrote outside the event framing, such as an error object
+   * sent bare in the body. Lines of known fields and comments are not reported.
+   */
+  onIgnoredLine?: (line: string) => void;
 }
 
 const DEFAULT_MAX_LINE_LENGTH = 256 * 1024 * 1024;
@@ -43,6 +49,7 @@ const DEFAULT_MAX_LINE_LENGTH = 256 * 1024 * 1024;
  */
 export function createSseParser(onEvent: (event: SseEvent) => void, options: SseParserOptions = {}): SseParser {
   const maxLineLength = options.maxLineLength ?? DEFAULT_MAX_LINE_LENGTH;
+  const onIgnoredLine = options.onIgnoredLine;
   const decoder = new TextDecoder();
   // The start of a line not yet ended, kept as pieces and joined once when its end arrives.
   let pending: string[] = [];
@@ -102,6 +109,7 @@ export function createSseParser(onEvent: (event: SseEvent) => void, options: Sse
         if (/^\d+$/.test(value)) retry = Number(value);
         break;
       default:
+        onIgnoredLine?.(text);
         break;
     }
   };

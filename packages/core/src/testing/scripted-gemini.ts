@@ -46,7 +46,7 @@ export function createScriptedGemini(
       if (turn === undefined) {
         return json(500, { error: { code: 500, message: `The scripted Gemini has no turn ${scripted.index + 1}`, status: 'INTERNAL' } });
       }
-      const chunks = typeof turn === 'function' ? await turn(scripted) : turn;
+      const chunks = endedAnswer(typeof turn === 'function' ? await turn(scripted) : turn);
       const text = chunks.map((chunk) => `data: ${JSON.stringify(chunk)}\r\n\r\n`).join('');
       return new Response(text, { status: 200, headers: { 'content-type': 'text/event-stream' } });
     },
@@ -55,4 +55,16 @@ export function createScriptedGemini(
 
 function json(status: number, value: unknown): Response {
   return new Response(JSON.stringify(value), { status, headers: { 'content-type': 'application/json; charset=UTF-8' } });
+}
+
+/**
+ * The turn's chunks with a `finishReason` on the last one, as Gemini ends every answer; a turn
+ * that sets its own, or reports a blocked prompt, is played as it is.
+ */
+function endedAnswer(chunks: GenerateContentResponse[]): GenerateContentResponse[] {
+  const last = chunks.at(-1);
+  const candidate = last?.candidates?.[0];
+  if (!last || !candidate || last.promptFeedback?.blockReason !== undefined) return chunks;
+  if (chunks.some((chunk) => chunk.candidates?.some((each) => each.finishReason !== undefined))) return chunks;
+  return [...chunks.slice(0, -1), { ...last, candidates: [{ ...candidate, finishReason: 'STOP' }, ...(last.candidates?.slice(1) ?? [])] }];
 }

@@ -205,7 +205,7 @@ function codeOf(status: number | undefined, fields: ProviderErrorFields): ErrorC
 }
 
 /** `retry-after-ms`, or `retry-after` in seconds or as an HTTP date, in milliseconds. */
-function retryAfterMs(headers: Headers): number | undefined {
+export function retryAfterMs(headers: Headers): number | undefined {
   const milliseconds = Number.parseFloat(headers.get('retry-after-ms') ?? '');
   if (Number.isFinite(milliseconds) && milliseconds >= 0) return milliseconds;
   const raw = headers.get('retry-after');
@@ -240,7 +240,7 @@ export function safeOrigin(url: string): string {
   }
 }
 
-async function readLimitedText(response: Response, limit: number): Promise<string> {
+export async function readLimitedText(response: Response, limit: number): Promise<string> {
   if (!response.body) return '';
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
@@ -267,6 +267,8 @@ export interface StreamReadOptions {
   provider: string;
   limits: ProviderStreamLimits | undefined;
   signal: AbortSignal | undefined;
+  /** Called with each line outside the event framing (see `SseParserOptions.onIgnoredLine`). */
+  onIgnoredLine?: (line: string) => void;
 }
 
 /**
@@ -283,7 +285,7 @@ export async function* readSseEvents(response: Response, options: StreamReadOpti
   const idle = options.limits?.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
   const reader = body.getReader();
   let queue: SseEvent[] = [];
-  const parser = createSseParser((event) => queue.push(event));
+  const parser = createSseParser((event) => queue.push(event), options.onIgnoredLine ? { onIgnoredLine: options.onIgnoredLine } : {});
   const lines = new LineLengthGuard(maxLine, options.provider);
   let total = 0;
   let lastActivity = Date.now();
@@ -387,12 +389,12 @@ export function parseEventJson(provider: string, data: string, secrets: readonly
   try {
     value = JSON.parse(data);
   } catch {
-    throw new AgentError('MODEL_ERROR', `${provider} sent an event that is not JSON: ${redact(data.slice(0, 120), secrets)}`, {
+    throw new AgentError('MODEL_ERROR', `${provider} sent an event that is not JSON: ${redact(data.slice(0, 4096), secrets).slice(0, 120)}`, {
       details: { provider },
     });
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new AgentError('MODEL_ERROR', `${provider} sent an event that is not a JSON object: ${redact(data.slice(0, 120), secrets)}`, {
+    throw new AgentError('MODEL_ERROR', `${provider} sent an event that is not a JSON object: ${redact(data.slice(0, 4096), secrets).slice(0, 120)}`, {
       details: { provider },
     });
   }
