@@ -199,7 +199,7 @@ describe.each(stores)('the sessions endpoints on the $name store, across two ins
       expect(replay.envelopes).toEqual([`start:${JSON.stringify({ sessionId })}`, 'done:{}']);
     }
     // Finished: cancel and resume are conflicts.
-    const cancelled = await post(b, `${sessionId}:cancel`, {});
+    const cancelled = await post(b, `${sessionId}:cancel`, {}, 'tok');
     expect(cancelled.status).toBe(409);
     expect(await cancelled.json()).toMatchObject({ error: { code: 'CONFLICT', message: 'Session already in terminal state (completed)' } });
     expect((await post(a, `${sessionId}:resume`, { input: { parts: [{ text: 'again' }] } }, 'tok')).status).toBe(409);
@@ -218,7 +218,9 @@ describe.each(stores)('the sessions endpoints on the $name store, across two ins
     expect((await statusOf(b, sessionId)).status).toBe('running');
     const abortedBefore = a.model.abortedCount;
 
-    const cancelled = await post(b, `${sessionId}:cancel`, {});
+    // Only its owner may cancel it.
+    expect((await post(b, `${sessionId}:cancel`, {}, 'stranger')).status).toBe(403);
+    const cancelled = await post(b, `${sessionId}:cancel`, {}, 'tok');
     expect(cancelled.status).toBe(200);
     expect(await cancelled.json()).toEqual({ sessionId, status: 'cancelled' });
     const { envelopes, events } = await reading;
@@ -227,7 +229,7 @@ describe.each(stores)('the sessions endpoints on the $name store, across two ins
     await expect.poll(() => a.model.abortedCount, { timeout: 30_000 }).toBe(abortedBefore + 1);
     for (const instance of [a, b]) expect((await statusOf(instance, sessionId)).status).toBe('cancelled');
     await expect.poll(() => (backings[1] as Backing).store.get(sessionId), { timeout: 30_000 }).toBeUndefined();
-    const again = await post(a, `${sessionId}:cancel`, {});
+    const again = await post(a, `${sessionId}:cancel`, {}, 'tok');
     expect(again.status).toBe(409);
   }, 60_000);
 

@@ -109,7 +109,8 @@ describe('sessions on Durable Objects', () => {
     expect(replay.envelopes.at(-1)).toBe('done:{}');
 
     // Finished: cancel and resume are conflicts.
-    const cancelled = await send(post(`${sessionId}:cancel`, {}));
+    expect((await send(post(`${sessionId}:cancel`, {}, 'stranger'))).status).toBe(403);
+    const cancelled = await send(post(`${sessionId}:cancel`, {}, 'tok'));
     expect(cancelled.status).toBe(409);
     expect(await cancelled.json()).toMatchObject({ error: { code: 'CONFLICT', message: 'Session already in terminal state (completed)' } });
     expect((await send(post(`${sessionId}:resume`, { input: { parts: [{ text: 'again' }] } }, 'tok'))).status).toBe(409);
