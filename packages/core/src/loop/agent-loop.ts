@@ -126,6 +126,9 @@ export interface LoopEnvironment {
   modelPolicy?: ModelPolicy;
 }
 
+/** The result of a call announced from an answer that broke off and was asked for again. */
+const SET_ASIDE = "The model's answer broke off before it finished, so this call was set aside";
+
 /**
  * Runs model turns until the session ends, suspends, or fails. Events go out through `emit` as
  * they happen; the outcome says how it ended. Cancellation (the signal) rejects with an
@@ -234,6 +237,8 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
           // The backend retries what fails before its first chunk; a break mid-answer or a
           // timeout is retried here, as a new request for the same turn.
           const retryable = isTransient(failure) && (chunks > 0 || failure.code === 'TIMEOUT' || !retriedByBackend(failure));
+          // Each call announced from it gets its result, so no client shows it running forever.
+          for (const call of caller.calls) emitResult(call, { error: SET_ASIDE });
           if (!retryable || attempt >= policy.maxAttempts) throw failure;
           await sleep(retryDelayMs(attempt, policy), signal);
           attempt += 1;

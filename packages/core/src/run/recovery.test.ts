@@ -166,6 +166,36 @@ describe('never lose a run', () => {
     expect(resumed.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
   });
 
+  it('gives each call announced from an answer that broke off a result that says so, before the answer asked again', async () => {
+    let attempts = 0;
+    const backend = flakyBackend(async function* (body) {
+      if (JSON.stringify(body).includes('"word":"beta"')) {
+        yield* done('Looked up');
+        return;
+      }
+      attempts += 1;
+      yield functionCallChunk('lookup', { word: attempts === 1 ? 'alpha' : 'beta' });
+      if (attempts === 1) throw new AgentError('MODEL_UNAVAILABLE', 'The answer from Gemini broke off: terminated');
+    });
+    const tools: FunctionGroup = {
+      name: 'words',
+      functions: [
+        defineFunction({ name: 'lookup', description: 'Looks a word up.', parameters: z.object({ word: z.string() }), handler: async ({ word }) => ({ meaning: word }) }),
+      ],
+    };
+    const events = await collect(run(start('Look a word up'), { backend, store: createMemoryInteractionStore() }, { ...fast, functionGroups: [tools] }));
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+    const calls = events.filter((event): event is Extract<RunEvent, { type: 'functionCall' }> => event.type === 'functionCall' && event.name === 'lookup');
+    const ids = calls.map((event) => event.callId);
+    const results = events.filter((event): event is Extract<RunEvent, { type: 'functionResult' }> => event.type === 'functionResult' && ids.includes(event.callId));
+    expect(calls).toHaveLength(2);
+    // Every announced call has its result; the first one's says it was set aside, and came before the second call.
+    expect(results.map((event) => event.callId)).toEqual(calls.map((event) => event.callId));
+    expect(results[0]?.content.parts[0]?.functionResponse?.response).toEqual({ error: "The model's answer broke off before it finished, so this call was set aside" });
+    expect(events.indexOf(results[0] as RunEvent)).toBeLessThan(events.indexOf(calls[1] as RunEvent));
+    expect(results[1]?.content.parts[0]?.functionResponse?.response).toEqual({ meaning: 'beta' });
+  });
+
   it('never runs a side-effecting call of an answer that broke off: the answer sent again runs it once', async () => {
     for (const options of [fast, { ...fast, interactionId: 'broken-answer' }]) {
       const sent: string[] = [];
