@@ -9,6 +9,7 @@ import {
   createAgentHandler,
   createGoogleAccountOwner,
   createUpstreamBackendClient,
+  digestOwner,
   errorResponse,
   SESSIONS_PATH,
   withCors,
@@ -134,9 +135,17 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
   // Callers' tokens are Google's when runs use Google's APIs with them: a run then belongs to the
   // account, not to the token, which the browser refreshes within the hour. Elsewhere (simulated or
   // configured APIs) a token is its own owner.
+  // Only tokens shaped as Google's (`ya29.`) are asked about, and one Google does not vouch for
+  // (made up, expired, or Google out of reach) is its own owner, as elsewhere.
+  const googleOwner = createGoogleAccountOwner({
+    fetch: pooledFetch,
+    unverified: 'token',
+    timeoutMs: 5_000,
+    ...(config.tokenInfoUrl ? { tokenInfoUrl: config.tokenInfoUrl } : {}),
+  });
   const owners =
     drive.mode === 'google'
-      ? { resolveOwner: createGoogleAccountOwner({ fetch: pooledFetch, ...(config.tokenInfoUrl ? { tokenInfoUrl: config.tokenInfoUrl } : {}) }) }
+      ? { resolveOwner: (token: string | undefined) => (token?.startsWith('ya29.') ? googleOwner(token) : digestOwner(token)) }
       : {};
   const sessions = {
     log: backing.log,
@@ -206,7 +215,7 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
       memoryLine: drive.bannerLine,
       ownersLine:
         drive.mode === 'google'
-          ? "Owners:    a run belongs to the Google account of the caller's token (a refreshed token resumes it)"
+          ? "Owners:    a run belongs to the Google account of the caller's token, as Google tells (a refreshed token resumes it)"
           : "Owners:    a run belongs to the caller's token (another token may not resume it)",
     }),
     close: async () => {

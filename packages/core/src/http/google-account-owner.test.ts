@@ -117,6 +117,18 @@ describe('createGoogleAccountOwner', () => {
     expect(JSON.stringify(failure)).not.toContain('secret-token');
   });
 
+  it("with unverified: 'token', makes a token Google does not vouch for its own owner, and asks again only after a while", async () => {
+    const google = await tokenInfo({ 'ya29.known': { sub: '7' } });
+    const owner = createGoogleAccountOwner({ tokenInfoUrl: google.url, unverified: 'token' });
+    expect(await owner('ya29.known')).toBe('google:7');
+    const refused = await owner('ya29.unknown');
+    expect(refused).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(await owner('ya29.unknown')).toBe(refused);
+    expect(google.asked).toEqual(['ya29.known', 'ya29.unknown']);
+    const offline = createGoogleAccountOwner({ tokenInfoUrl: 'http://127.0.0.1:1/tokeninfo', unverified: 'token', timeoutMs: 2_000 });
+    expect(await offline('ya29.known')).toMatch(/^sha256:[0-9a-f]{64}$/);
+  });
+
   it('binds a token that names no account to itself', async () => {
     const google = await tokenInfo({ 'ya29.service': {}, 'ya29.other-service': {} });
     const owner = createGoogleAccountOwner({ tokenInfoUrl: google.url });

@@ -18,6 +18,13 @@ export interface GoogleAccountOwnerOptions {
   maxEntries?: number;
   /** How long to wait for Google's answer. Default 10 000 ms. */
   timeoutMs?: number;
+  /**
+   * What becomes of a token Google does not vouch for (it refuses it, it was issued to another
+   * application, or Google cannot be reached): `'refuse'` (default) fails the request, with
+   * `UNAUTHENTICATED` or `UPSTREAM_ERROR`; `'token'` makes the token its own owner, as the
+   * default owner does, for a development server whose callers' tokens may be made up.
+   */
+  unverified?: 'refuse' | 'token';
 }
 
 /** Where Google tells who an access token belongs to. */
@@ -28,6 +35,8 @@ const DEFAULT_MAX_ENTRIES = 10_000;
 const DEFAULT_TIMEOUT_MS = 10_000;
 /** Most bytes of Google's answer read. */
 const MAX_ANSWER_CHARS = 64 * 1024;
+/** How long a token Google did not vouch for stays its own owner before Google is asked again. */
+const UNVERIFIED_CACHE_MS = 60 * 1000;
 
 /** What Google says of a token (the fields used here). */
 interface TokenInfo {
@@ -44,7 +53,8 @@ interface TokenInfo {
  * back to later would be refused; with this one the same account resumes it with any of its tokens,
  * and another account is still refused. Google is asked once per token (answers are cached until
  * the token expires, at most `cacheMs`); a token Google refuses is `UNAUTHENTICATED`, and when
- * Google cannot be asked the request fails with `UPSTREAM_ERROR` rather than guess.
+ * Google cannot be asked the request fails with `UPSTREAM_ERROR` rather than guess (unless
+ * `unverified: 'token'`).
  *
  * @example
  * ```ts
@@ -57,12 +67,30 @@ export function createGoogleAccountOwner(options: GoogleAccountOwnerOptions = {}
   const cacheMs = options.cacheMs ?? DEFAULT_CACHE_MS;
   const maxEntries = options.maxEntries ?? DEFAULT_MAX_ENTRIES;
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const unverified = options.unverified ?? 'refuse';
   /** By digest of the token (tokens themselves are not kept): the owner, until when. */
   const known = new Map<string, { owner: string; until: number }>();
   /** Questions to Google in flight, so concurrent requests with one token ask once. */
   const asking = new Map<string, Promise<string>>();
 
+  const remember = (key: string, owner: string, until: number): string => {
+    known.set(key, { owner, until });
+    while (known.size > maxEntries) known.delete(known.keys().next().value as string);
+    return owner;
+  };
+
   const ask = async (accessToken: string, key: string): Promise<string> => {
+    try {
+      return await verify(accessToken, key);
+    } catch (error) {
+      if (unverified === 'refuse') throw error;
+      // Google did not vouch for the token: it is its own owner (for a while, so a network that
+      // does not reach Google costs one wait per token, not one per request).
+      return remember(key, key, Date.now() + Math.min(cacheMs, UNVERIFIED_CACHE_MS));
+    }
+  };
+
+  const verify = async (accessToken: string, key: string): Promise<string> => {
     let response: Response;
     let text: string;
     try {
@@ -96,9 +124,7 @@ export function createGoogleAccountOwner(options: GoogleAccountOwnerOptions = {}
     const owner = typeof info.sub === 'string' && info.sub.length > 0 ? `google:${info.sub}` : key;
     const expires = Number(info.exp) * 1000;
     const now = Date.now();
-    known.set(key, { owner, until: Number.isFinite(expires) ? Math.min(expires, now + cacheMs) : now + cacheMs });
-    while (known.size > maxEntries) known.delete(known.keys().next().value as string);
-    return owner;
+    return remember(key, owner, Number.isFinite(expires) ? Math.min(expires, now + cacheMs) : now + cacheMs);
   };
 
   return async (accessToken) => {

@@ -1,6 +1,7 @@
 export {
   AGENT_RUN_PATHS,
   createAgentHandler,
+  digestOwner,
   errorResponse,
   type AgentHandlerOptions,
   type AgentSessionsOptions,
