@@ -1,5 +1,6 @@
 import { AgentError } from '../errors/index.js';
 import { digestOwner } from './agent-handler.js';
+import { readLimitedText } from './providers/provider-transport.js';
 
 /** Options of {@link createGoogleAccountOwner}. */
 export interface GoogleAccountOwnerOptions {
@@ -34,7 +35,7 @@ const DEFAULT_CACHE_MS = 10 * 60 * 1000;
 const DEFAULT_MAX_ENTRIES = 10_000;
 const DEFAULT_TIMEOUT_MS = 10_000;
 /** Most bytes of Google's answer read. */
-const MAX_ANSWER_CHARS = 64 * 1024;
+const MAX_ANSWER_BYTES = 64 * 1024;
 /** How long a token Google did not vouch for stays its own owner before Google is asked again. */
 const UNVERIFIED_CACHE_MS = 60 * 1000;
 
@@ -100,7 +101,7 @@ export function createGoogleAccountOwner(options: GoogleAccountOwnerOptions = {}
         body: `access_token=${encodeURIComponent(accessToken)}`,
         signal: AbortSignal.timeout(timeoutMs),
       });
-      text = (await response.text()).slice(0, MAX_ANSWER_CHARS);
+      text = await readLimitedText(response, MAX_ANSWER_BYTES);
     } catch {
       // The cause is left out: it may quote the request.
       throw new AgentError('UPSTREAM_ERROR', 'Could not ask Google who the access token belongs to; try again');
@@ -121,7 +122,7 @@ export function createGoogleAccountOwner(options: GoogleAccountOwnerOptions = {}
       throw new AgentError('UNAUTHENTICATED', 'The access token was issued to another application');
     }
     // A token that names no account (no `sub`) belongs to itself, as with the default owner.
-    const owner = typeof info.sub === 'string' && info.sub.length > 0 ? `google:${info.sub}` : key;
+    const owner = typeof info.sub === 'string' && info.sub.length > 0 && info.sub.length <= 255 ? `google:${info.sub}` : key;
     const expires = Number(info.exp) * 1000;
     const now = Date.now();
     return remember(key, owner, Number.isFinite(expires) ? Math.min(expires, now + cacheMs) : now + cacheMs);
