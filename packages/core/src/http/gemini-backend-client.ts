@@ -150,7 +150,12 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
         response = await open(serialize(body));
       }
       if (!response.body) throw new AgentError('MODEL_UNAVAILABLE', 'Gemini answered without a body');
-      yield* readAnswer(response, options.limits, signal, secrets);
+      // Read here rather than through another generator: each chunk passes one generator less.
+      const answer = answerCheck(secrets);
+      for await (const event of readSseEvents(response, { provider: 'Gemini', limits: options.limits, signal, onIgnoredLine: answer.onIgnoredLine })) {
+        if (event.data.length > 0) yield answer.chunk(event.data);
+      }
+      answer.end();
     },
     executeStep: options.upstream ? (body, signal) => options.upstream!.executeStep(body, signal) : needsUpstream('executeStep'),
     uploadGeminiFile: options.upstream
@@ -161,40 +166,42 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
 }
 
 /**
- * The chunks of a streamed answer, read within `limits`. Throws the API error Gemini sends in
- * the body (on a `data:` line, or bare and pretty-printed outside the event framing, as both
- * official SDKs expect), and a transient `MODEL_UNAVAILABLE` when the stream ends before any
- * candidate carried a `finishReason` (a connection cut between events) or before a blocked prompt
- * was reported.
+ * What an answer's events say as they are read: each `data:` event's chunk, with an error object
+ * on one thrown as the API error it is; at the end, the API error Gemini sent bare outside the
+ * event framing (as both official SDKs expect), or a transient `MODEL_UNAVAILABLE` when no
+ * candidate carried a `finishReason` (a connection cut between events) and no blocked prompt was
+ * reported.
  */
-async function* readAnswer(
-  response: Response,
-  limits: ProviderStreamLimits | undefined,
-  signal: AbortSignal | undefined,
-  secrets: ReadonlyArray<string | undefined>,
-): AsyncGenerator<GenerateContentResponse> {
+function answerCheck(secrets: ReadonlyArray<string | undefined>): {
+  onIgnoredLine(line: string): void;
+  chunk(data: string): GenerateContentResponse;
+  end(): void;
+} {
   // Text outside the event framing; none in a sound answer, so a sound chunk pays nothing for it.
   let stray: string[] | undefined;
   let strayLength = 0;
-  const onIgnoredLine = (line: string): void => {
-    if (strayLength > MAX_ERROR_BODY_BYTES) return;
-    (stray ??= []).push(line);
-    strayLength += line.length + 1;
-  };
   let finished = false;
-  for await (const event of readSseEvents(response, { provider: 'Gemini', limits, signal, onIgnoredLine })) {
-    if (event.data.length === 0) continue;
-    const chunk = chunkOf(event.data, secrets);
-    finished ||= endsAnswer(chunk);
-    yield chunk;
-  }
-  const error = bareErrorOf(stray, secrets);
-  if (error) throw error;
-  if (!finished) {
-    throw new AgentError('MODEL_UNAVAILABLE', 'The answer from Gemini broke off before it finished (the stream ended without a finishReason)', {
-      details: { provider: 'Gemini', retryable: true },
-    });
-  }
+  return {
+    onIgnoredLine(line) {
+      if (strayLength > MAX_ERROR_BODY_BYTES) return;
+      (stray ??= []).push(line);
+      strayLength += line.length + 1;
+    },
+    chunk(data) {
+      const chunk = chunkOf(data, secrets);
+      if (!finished) finished = endsAnswer(chunk);
+      return chunk;
+    },
+    end() {
+      const error = bareErrorOf(stray, secrets);
+      if (error) throw error;
+      if (!finished) {
+        throw new AgentError('MODEL_UNAVAILABLE', 'The answer from Gemini broke off before it finished (the stream ended without a finishReason)', {
+          details: { provider: 'Gemini', retryable: true },
+        });
+      }
+    },
+  };
 }
 
 /** One event's chunk; an error object on a `data:` line is thrown as the error it is. */

@@ -5,7 +5,10 @@ import type { RetryOptions } from '../gemini-backend-client.js';
 
 /** Limits on what a provider may stream back; every answer is treated as hostile. */
 export interface ProviderStreamLimits {
-  /** Longest single line of the event stream. Default 16 MiB (a generated image arrives as one line). */
+  /**
+   * Longest single line of the event stream, counted in characters (never more than its bytes).
+   * Default 16 Mi (a generated image arrives as one line).
+   */
   maxLineBytes?: number;
   /** Most bytes one answer may have. Default 64 MiB. */
   maxResponseBytes?: number;
@@ -285,11 +288,27 @@ export async function* readSseEvents(response: Response, options: StreamReadOpti
   const idle = options.limits?.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
   const reader = body.getReader();
   let queue: SseEvent[] = [];
-  const parser = createSseParser((event) => queue.push(event), options.onIgnoredLine ? { onIgnoredLine: options.onIgnoredLine } : {});
-  const lines = new LineLengthGuard(maxLine, options.provider);
+  // The parser bounds each line (and an event's data) by its characters, which never outnumber its
+  // bytes, so no text past the limit is ever held.
+  const parser = createSseParser((event) => queue.push(event), {
+    maxLineLength: maxLine,
+    ...(options.onIgnoredLine ? { onIgnoredLine: options.onIgnoredLine } : {}),
+  });
+  const push = (bytes?: Uint8Array): void => {
+    try {
+      if (bytes) parser.push(bytes);
+      else parser.end();
+    } catch (error) {
+      if (!(error instanceof AgentError) || error.code !== 'PAYLOAD_TOO_LARGE') throw error;
+      throw new AgentError('MODEL_ERROR', `${options.provider} sent a line longer than ${maxLine} characters`, {
+        details: { provider: options.provider, limit: 'maxLineBytes' },
+      });
+    }
+  };
   let total = 0;
   let lastActivity = Date.now();
   let timedOut = false;
+  let ended = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
   const check = (): void => {
     const quiet = Date.now() - lastActivity;
@@ -326,60 +345,21 @@ export async function* readSseEvents(response: Response, options: StreamReadOpti
           details: { provider: options.provider, limit: 'maxResponseBytes' },
         });
       }
-      lines.check(bytes);
-      parser.push(bytes);
+      push(bytes);
       if (queue.length > 0) {
         const ready = queue;
         queue = [];
         yield* ready;
       }
     }
-    parser.end();
+    push();
+    ended = true;
     yield* queue;
   } finally {
     if (timer !== undefined) clearTimeout(timer);
-    void reader.cancel().catch(() => undefined);
-  }
-}
-
-/** Tracks the length of the current line across chunks and throws when one grows past the limit. */
-class LineLengthGuard {
-  #run = 0;
-  readonly #max: number;
-  readonly #provider: string;
-
-  constructor(max: number, provider: string) {
-    this.#max = max;
-    this.#provider = provider;
-  }
-
-  check(bytes: Uint8Array): void {
-    let index = 0;
-    let lineFeed = -2;
-    let carriageReturn = -2;
-    const length = bytes.length;
-    while (index < length) {
-      if (lineFeed !== -1 && lineFeed < index) lineFeed = bytes.indexOf(10, index);
-      if (carriageReturn !== -1 && carriageReturn < index) carriageReturn = bytes.indexOf(13, index);
-      const next = lineFeed === -1 ? carriageReturn : carriageReturn === -1 ? lineFeed : Math.min(lineFeed, carriageReturn);
-      if (next === -1) {
-        this.#run += length - index;
-        break;
-      }
-      this.#run += next - index;
-      this.#fail();
-      this.#run = 0;
-      index = next + 1;
-    }
-    this.#fail();
-  }
-
-  #fail(): void {
-    if (this.#run > this.#max) {
-      throw new AgentError('MODEL_ERROR', `${this.#provider} sent a line longer than ${this.#max} bytes`, {
-        details: { provider: this.#provider, limit: 'maxLineBytes' },
-      });
-    }
+    // A body read to its end has nothing to cancel; one left early is let go.
+    if (ended) reader.releaseLock();
+    else void reader.cancel().catch(() => undefined);
   }
 }
 
