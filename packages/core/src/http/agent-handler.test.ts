@@ -109,11 +109,17 @@ describe('createAgentHandler', () => {
     const handler = createAgentHandler({ createPorts: () => ({ backend: createScriptedBackendClient([]), store }), maxBodyBytes: 100 });
     const big = await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x'.repeat(500) }] }), {}, URL_JSON));
     expect(big.status).toBe(413);
-    expect((await big.json()).error.code).toBe('PAYLOAD_TOO_LARGE');
+    expect((await big.json()).error).toMatchObject({ code: 'PAYLOAD_TOO_LARGE', details: { path: '(body)', limit: 100 } });
     expect((await handler(post('{}', {}, 'http://agent.test/v1beta1/other'))).status).toBe(404);
     const get = await handler(new Request(URL_BASE));
     expect(get.status).toBe(405);
     expect(get.headers.get('allow')).toBe('POST, OPTIONS');
+    // The sessions paths say which method they take, too.
+    for (const [method, path, allow] of [['GET', 'new', 'POST'], ['POST', 'abc/status', 'GET'], ['DELETE', 'abc', 'GET']] as const) {
+      const wrong = await handler(new Request(`http://agent.test/v1beta1/sessions/${path}`, { method }));
+      expect(wrong.status, path).toBe(405);
+      expect(wrong.headers.get('allow'), path).toBe(allow);
+    }
   });
 
   it('serves the /api/agent/run alias', async () => {
@@ -172,7 +178,7 @@ describe('createAgentHandler: errors for callers that asked for SSE', () => {
     const handler = createAgentHandler({ createPorts: () => ({ backend: createScriptedBackendClient([]), store }), maxBodyBytes: 100 });
     const accept = { accept: 'text/event-stream' };
     const big = await sseEvents(await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x'.repeat(500) }] }), accept, URL_JSON)));
-    expect(big).toEqual([{ error: { message: 'Request body exceeds the limit of 100 bytes', code: 'PAYLOAD_TOO_LARGE' } }]);
+    expect(big).toEqual([{ error: { message: '(body): the request body exceeds the limit of 100 bytes', code: 'PAYLOAD_TOO_LARGE' } }]);
     const text = await sseEvents(await handler(post('{}', { ...accept, 'content-type': 'text/plain' }, URL_JSON)));
     expect(text).toEqual([{ error: { message: 'content-type: expected application/json, got "text/plain"', code: 'UNSUPPORTED_MEDIA_TYPE' } }]);
   });

@@ -359,8 +359,8 @@ export async function readBody(request: Request, maxBytes: number): Promise<stri
 }
 
 function tooLarge(maxBytes: number): AgentError {
-  return new AgentError('PAYLOAD_TOO_LARGE', `Request body exceeds the limit of ${maxBytes} bytes`, {
-    details: { limit: maxBytes },
+  return new AgentError('PAYLOAD_TOO_LARGE', `(body): the request body exceeds the limit of ${maxBytes} bytes`, {
+    details: { path: '(body)', limit: maxBytes },
   });
 }
 

@@ -134,7 +134,9 @@ function sessionStream(events: AsyncGenerator<SessionEvent[]>, sessionId: string
 }
 
 function allow(request: Request, method: string, url: URL): void {
-  if (request.method !== method) throw new AgentError('METHOD_NOT_ALLOWED', `${url.pathname} accepts ${method}, not ${request.method}`);
+  if (request.method !== method) {
+    throw new AgentError('METHOD_NOT_ALLOWED', `${url.pathname} accepts ${method}, not ${request.method}`, { details: { allow: method } });
+  }
 }
 
 function json(value: unknown): Response {
@@ -143,10 +145,10 @@ function json(value: unknown): Response {
 
 function errorJson(error: unknown): Response {
   const failure = publicError(error);
-  return new Response(JSON.stringify(failure.toJSON()), {
-    status: failure.status,
-    headers: { 'content-type': 'application/json; charset=utf-8' },
-  });
+  const headers: Record<string, string> = { 'content-type': 'application/json; charset=utf-8' };
+  // A 405 says which method the path takes.
+  if (failure.code === 'METHOD_NOT_ALLOWED' && typeof failure.details?.allow === 'string') headers.allow = failure.details.allow;
+  return new Response(JSON.stringify(failure.toJSON()), { status: failure.status, headers });
 }
 
 function bearerToken(request: Request): string | undefined {
