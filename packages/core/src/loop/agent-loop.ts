@@ -171,10 +171,11 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
             text: `Turn limit reached (${session.maxTurns} turns): asking the model for a final answer without tools.`,
           });
         }
+        // A history that could not be sent ends the run before any request is announced.
+        history.check(session.contents);
         const body = buildRequestBody(session, toolbox, capped);
         emit({ type: 'sendRequest', model: session.model, body });
         if (journal) await journal.requestStarting(session);
-        history.check(session.contents);
         session.turnCount += 1;
         const sendable = await conformer.conform(body, signal);
 

@@ -119,6 +119,20 @@ describe('run() and resume()', () => {
     expect(sentBack).toEqual(['call_0', 'call_0']);
   });
 
+  it('ends a run whose history could not be sent before announcing the request', async () => {
+    // The model signs its second call but not its first: the next request would be refused.
+    const backend = createScriptedBackendClient([
+      [
+        functionCallChunk('system_write_file', { file_name: 'a.md', content: 'a' }),
+        functionCallChunk('system_write_file', { file_name: 'b.md', content: 'b' }, { thoughtSignature: 'sig' }),
+      ],
+    ]);
+    const events = await collect(run(start('Write two files'), { backend, store: createMemoryInteractionStore() }));
+    expect(events.filter((event) => event.type === 'sendRequest')).toHaveLength(1);
+    expect(events.find((event) => event.type === 'error')).toMatchObject({ code: 'INVALID_HISTORY', message: expect.stringContaining('lost its thoughtSignature') });
+    expect(backend.requests).toHaveLength(1);
+  });
+
   it('keeps ten suspended runs apart when they are resumed in random order', async () => {
     const backend = createScriptedBackendClient((request) => {
       const answer = lastContent(request)?.parts[0]?.functionResponse?.response?.user_input;
