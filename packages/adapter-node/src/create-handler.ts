@@ -64,6 +64,7 @@ export function createHandler(options: NodeHandlerOptions): (request: IncomingMe
     ...(agentOptions.resolveOwner ? { resolveOwner: agentOptions.resolveOwner } : {}),
     ...(agentOptions.cors ? { cors: agentOptions.cors } : {}),
     ...(agentOptions.maxBodyBytes === undefined ? {} : { maxBodyBytes: agentOptions.maxBodyBytes }),
+    ...(agentOptions.maxBodyBytesInFlight === undefined ? {} : { maxBodyBytesInFlight: agentOptions.maxBodyBytesInFlight }),
     ...(agentOptions.maxJsonDepth === undefined ? {} : { maxJsonDepth: agentOptions.maxJsonDepth }),
     ...(agentOptions.keepAliveMs === undefined ? {} : { keepAliveMs: agentOptions.keepAliveMs }),
   });

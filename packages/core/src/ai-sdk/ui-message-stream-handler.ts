@@ -1,6 +1,6 @@
 import { AgentError, toAgentError } from '../errors/index.js';
 import type { AgentRequestContext } from '../http/agent-handler.js';
-import { bearerToken, digestOwner, errorResponse, readBody, requireJson } from '../http/agent-handler.js';
+import { bearerToken, createBodyBudget, digestOwner, errorResponse, readBody, requireJson } from '../http/agent-handler.js';
 import { createCorsPolicy, type CorsOptions } from '../http/cors.js';
 import type { AgentPorts, EventBus, SessionInfo, SessionLog } from '../ports/index.js';
 import { parseJsonBody } from '../protocol/requests.js';
@@ -40,6 +40,8 @@ export interface UiMessageStreamHandlerOptions {
   path?: string;
   /** Refuse bodies larger than this with 413. Default 32 MiB (`useChat` sends the whole conversation). */
   maxBodyBytes?: number;
+  /** Most bytes of request bodies read at once, over all requests; past it, 429. Default 256 MiB. */
+  maxBodyBytesInFlight?: number;
   /** Refuse bodies nesting arrays and objects deeper than this with 400. Default 64. */
   maxJsonDepth?: number;
   /** Refuse conversations of more messages than this with 400. Default 1000. */
@@ -86,6 +88,7 @@ const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 export function createUiMessageStreamHandler(options: UiMessageStreamHandlerOptions): (request: Request) => Promise<Response> {
   const path = (options.path ?? UI_MESSAGE_STREAM_PATH).replace(/\/+$/, '');
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const budget = createBodyBudget(options.maxBodyBytesInFlight);
   const keepAliveMs = options.keepAliveMs ?? DEFAULT_KEEP_ALIVE_MS;
   const resolveOwner = options.resolveOwner ?? digestOwner;
   const limits = { maxMessages: options.maxMessages ?? 1000, maxParts: options.maxParts ?? 1000 };
@@ -130,7 +133,7 @@ export function createUiMessageStreamHandler(options: UiMessageStreamHandlerOpti
     if (rest === '') {
       allow(request, 'POST', url);
       requireJson(request);
-      const body = parseChatRequest(parseJsonBody(await readBody(request, maxBodyBytes), options.maxJsonDepth === undefined ? {} : { maxJsonDepth: options.maxJsonDepth }), limits);
+      const body = parseChatRequest(parseJsonBody(await readBody(request, maxBodyBytes, budget), options.maxJsonDepth === undefined ? {} : { maxJsonDepth: options.maxJsonDepth }), limits);
       const context = await contextFor(request, bearerToken(request));
       return post(chats, body, context, request.signal);
     }

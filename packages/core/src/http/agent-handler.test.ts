@@ -200,6 +200,45 @@ describe('createAgentHandler: input limits', () => {
     await wireEvents(withCharset);
   });
 
+  it('refuses a body with 429 while others being read hold the in-flight budget, and takes it once they are done', async () => {
+    const store = createMemoryInteractionStore();
+    const backend = createScriptedBackendClient(() => [functionCallChunk('system_objective_fulfilled', { objective_outcome: 'Done' })]);
+    const handler = createAgentHandler({ createPorts: () => ({ backend, store }), maxBodyBytesInFlight: 1_500 });
+    const body = JSON.stringify({ segments: [{ type: 'text', text: 'x'.repeat(900) }] });
+    // A client that sends its body's first 1,000 bytes, then waits.
+    let finish: () => void = () => undefined;
+    const slow = new ReadableStream<Uint8Array>({
+      async start(controller) {
+        const bytes = new TextEncoder().encode(body);
+        controller.enqueue(bytes.subarray(0, 1_000));
+        await new Promise<void>((resolve) => (finish = resolve));
+        controller.enqueue(bytes.subarray(1_000));
+        controller.close();
+      },
+    });
+    const headers = { 'content-type': 'application/json' };
+    const first = handler(new Request(URL_JSON, { method: 'POST', body: slow, headers, duplex: 'half' } as RequestInit));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    // A body announced past what is left, and one streamed past it: both refused at once.
+    const announced = await handler(new Request(URL_JSON, { method: 'POST', body, headers: { ...headers, 'content-length': String(body.length) } }));
+    expect(announced.status).toBe(429);
+    expect((await announced.json()).error).toMatchObject({ code: 'RATE_LIMITED', details: { path: '(body)', limit: 1_500 } });
+    const unannounced = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode(body));
+        controller.close();
+      },
+    });
+    const streamed = await handler(new Request(URL_JSON, { method: 'POST', body: unannounced, headers, duplex: 'half' } as RequestInit));
+    expect(streamed.status).toBe(429);
+    finish();
+    expect((await first).status).toBe(200);
+    // The first body is read: the budget is free again.
+    const later = await handler(new Request(URL_JSON, { method: 'POST', body, headers }));
+    expect(later.status).toBe(200);
+    await later.text();
+  });
+
   it('refuses deep JSON and too many segments with 400 naming the limit, without running anything', async () => {
     const { handler, tokens } = setup();
     const deep = `{"segments":[{"type":"text","text":"x"}],"flags":${'['.repeat(100_000)}${']'.repeat(100_000)}}`;

@@ -51,6 +51,11 @@ export interface AgentHandlerOptions {
   runOptions?: (context: AgentRequestContext) => Omit<RunOptions, 'signal' | 'owner'> | undefined;
   /** Refuse bodies larger than this with 413. Default 32 MiB (inline images travel in bodies). */
   maxBodyBytes?: number;
+  /**
+   * Most bytes of request bodies read at once, over all requests: past it a request is refused
+   * with 429 `RATE_LIMITED` instead of adding to the server's memory. Default 256 MiB.
+   */
+  maxBodyBytesInFlight?: number;
   /** Refuse bodies nesting arrays and objects deeper than this with 400. Default 64. */
   maxJsonDepth?: number;
   /** Refuse start requests with more segments than this with 400. Default 1000. */
@@ -80,6 +85,7 @@ export interface AgentHandlerOptions {
 }
 
 const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
+const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT = 256 * 1024 * 1024;
 const DEFAULT_KEEP_ALIVE_MS = 15_000;
 
 /**
@@ -96,6 +102,7 @@ const DEFAULT_KEEP_ALIVE_MS = 15_000;
  */
 export function createAgentHandler(options: AgentHandlerOptions): (request: Request) => Promise<Response> {
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const budget = createBodyBudget(options.maxBodyBytesInFlight);
   const keepAliveMs = options.keepAliveMs ?? DEFAULT_KEEP_ALIVE_MS;
   const resolveOwner = options.resolveOwner ?? digestOwner;
   const limits: AgentRequestLimits = {};
@@ -123,7 +130,7 @@ export function createAgentHandler(options: AgentHandlerOptions): (request: Requ
   });
   const readJson = async (request: Request): Promise<unknown> => {
     requireJson(request);
-    return parseJsonBody(await readBody(request, maxBodyBytes), limits);
+    return parseJsonBody(await readBody(request, maxBodyBytes, budget), limits);
   };
   const newSessionId = options.sessions?.newSessionId;
   const sessions = createSessionsEndpoint({ service, contextFor, readJson, keepAliveMs, ...(newSessionId ? { newSessionId } : {}) });
@@ -147,7 +154,7 @@ export function createAgentHandler(options: AgentHandlerOptions): (request: Requ
     const asSse = wantsSse(request, url);
     try {
       requireJson(request);
-      const text = await readBody(request, maxBodyBytes);
+      const text = await readBody(request, maxBodyBytes, budget);
       const body = parseAgentRequestText(text, limits);
       const accessToken = body.accessToken ?? bearerToken(request);
       const context = await contextFor(request, accessToken);
@@ -336,26 +343,57 @@ function dataLines(batch: readonly SessionEvent[]): string {
   return text;
 }
 
-/** The body as text, refused with `PAYLOAD_TOO_LARGE` once it passes `maxBytes` (declared or streamed). */
-export async function readBody(request: Request, maxBytes: number): Promise<string> {
+/** Bytes of request bodies being read, shared by the requests of one handler, and their most. */
+export interface BodyBudget {
+  used: number;
+  readonly max: number;
+}
+
+/** A budget for the bodies one handler reads at once (default 256 MiB). */
+export function createBodyBudget(max: number = DEFAULT_MAX_BODY_BYTES_IN_FLIGHT): BodyBudget {
+  if (!(max > 0)) throw new TypeError(`maxBodyBytesInFlight must be a positive number, got ${max}`);
+  return { used: 0, max };
+}
+
+/**
+ * The body as text, refused with `PAYLOAD_TOO_LARGE` once it passes `maxBytes` (declared or
+ * streamed), and with `RATE_LIMITED` when the bodies being read at once would pass `budget.max`.
+ */
+export async function readBody(request: Request, maxBytes: number, budget?: BodyBudget): Promise<string> {
   const declared = Number(request.headers.get('content-length') ?? Number.NaN);
   if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge(maxBytes);
+  if (budget && Number.isFinite(declared) && budget.used + declared > budget.max) throw busy(budget.max);
   if (!request.body) return '';
   const reader = request.body.getReader();
   const decoder = new TextDecoder();
   let size = 0;
   let text = '';
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel();
-      throw tooLarge(maxBytes);
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.byteLength;
+      if (budget) budget.used += value.byteLength;
+      if (size > maxBytes) {
+        await reader.cancel();
+        throw tooLarge(maxBytes);
+      }
+      if (budget && budget.used > budget.max) {
+        await reader.cancel();
+        throw busy(budget.max);
+      }
+      text += decoder.decode(value, { stream: true });
     }
-    text += decoder.decode(value, { stream: true });
+  } finally {
+    if (budget) budget.used -= size;
   }
   return text + decoder.decode();
+}
+
+function busy(max: number): AgentError {
+  return new AgentError('RATE_LIMITED', `(body): the server is reading ${max} bytes of requests already; try again shortly`, {
+    details: { path: '(body)', limit: max },
+  });
 }
 
 function tooLarge(maxBytes: number): AgentError {
