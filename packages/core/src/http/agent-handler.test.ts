@@ -122,6 +122,20 @@ describe('createAgentHandler', () => {
     }
   });
 
+  it('reads a :cancel body within the same limit, and takes an empty one with the token in the header', async () => {
+    const store = createMemoryInteractionStore();
+    const backend = createScriptedBackendClient(() => [functionCallChunk('chat_request_user_input', { user_message: 'Name?' })]);
+    const handler = createAgentHandler({ createPorts: () => ({ backend, store }), maxBodyBytes: 100 });
+    const sessions = 'http://agent.test/v1beta1/sessions';
+    const created = await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x' }], accessToken: 'tok' }), {}, `${sessions}/new`));
+    const { sessionId } = (await created.json()) as { sessionId: string };
+    const big = await handler(post(JSON.stringify({ accessToken: 'tok', padding: 'x'.repeat(500) }), {}, `${sessions}/${sessionId}:cancel`));
+    expect(big.status).toBe(413);
+    const empty = await handler(post('', { authorization: 'Bearer tok' }, `${sessions}/${sessionId}:cancel`));
+    expect(empty.status).toBe(200);
+    expect(await empty.json()).toEqual({ sessionId, status: 'cancelled' });
+  });
+
   it('serves the /api/agent/run alias', async () => {
     const { handler } = setup();
     const response = await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x' }] }), {}, 'http://agent.test/api/agent/run'));

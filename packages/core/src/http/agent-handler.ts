@@ -128,9 +128,11 @@ export function createAgentHandler(options: AgentHandlerOptions): (request: Requ
     pickUpContext: () => contextFor(undefined, undefined),
     ...(options.sessions?.livenessMs === undefined ? {} : { livenessMs: options.sessions.livenessMs }),
   });
-  const readJson = async (request: Request): Promise<unknown> => {
+  const readJson = async (request: Request, readOptions?: { optional?: boolean }): Promise<unknown> => {
     requireJson(request);
-    return parseJsonBody(await readBody(request, maxBodyBytes, budget), limits);
+    const text = await readBody(request, maxBodyBytes, budget);
+    if (readOptions?.optional && text.trim().length === 0) return undefined;
+    return parseJsonBody(text, limits);
   };
   const newSessionId = options.sessions?.newSessionId;
   const sessions = createSessionsEndpoint({ service, contextFor, readJson, keepAliveMs, ...(newSessionId ? { newSessionId } : {}) });

@@ -13,8 +13,11 @@ export interface SessionsEndpointOptions {
   service: SessionService;
   /** The caller's ports and identity, from the request and the token it carries. */
   contextFor(request: Request, accessToken: string | undefined): Promise<SessionContext>;
-  /** Reads a JSON body within the handler's limits (size, depth); throws coded errors. */
-  readJson(request: Request): Promise<unknown>;
+  /**
+   * Reads a JSON body within the handler's limits (size, depth); throws coded errors. With
+   * `optional`, an empty body is `undefined` rather than an error.
+   */
+  readJson(request: Request, options?: { optional?: boolean }): Promise<unknown>;
   /** A keep-alive comment after this much silence on a stream. */
   keepAliveMs: number;
   /** The id for a session `sessions/new` creates; default a fresh UUID. */
@@ -72,11 +75,13 @@ export function createSessionsEndpoint(options: SessionsEndpointOptions): (reque
       }
       if (action === 'cancel') {
         allow(request, 'POST', url);
-        // The token may come in a JSON body, as with :resume; any other body is not read.
+        // The token may come in a JSON body (read within the limits), as with :resume; a body of
+        // another type is not read.
         let accessToken: unknown;
-        if (request.body !== null && /^application\/json\b/i.test(request.headers.get('content-type') ?? '')) {
-          const text = await request.text();
-          if (text.trim().length > 0) ({ accessToken } = (await options.readJson(new Request(request.url, { method: 'POST', body: text, headers: request.headers }))) as { accessToken?: unknown });
+        const hasBody = request.body !== null && request.headers.get('content-length') !== '0';
+        if (hasBody && /^application\/json\b/i.test(request.headers.get('content-type') ?? '')) {
+          const body = await options.readJson(request, { optional: true });
+          if (typeof body === 'object' && body !== null && !Array.isArray(body)) accessToken = (body as { accessToken?: unknown }).accessToken;
         }
         if (accessToken !== undefined && typeof accessToken !== 'string') {
           throw new AgentError('BAD_REQUEST', 'accessToken: expected string', { details: { path: 'accessToken' } });
