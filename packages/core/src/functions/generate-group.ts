@@ -12,7 +12,7 @@ import { commonParameters, oneOf } from './parameters.js';
 /** The consent reading arbitrary web pages needs. */
 export const WEBPAGE_CONSENT = 'GET_ANY_WEBPAGE';
 
-/** Models behind `generate_text`'s `model` choice; anything else is `lite`. */
+/** Models behind `generate_text`'s `model` choice (a call that leaves it out gets `flash`, anything unknown `lite`). */
 export const TEXT_MODELS: Readonly<Record<string, string>> = {
   pro: 'gemini-3.1-pro-preview',
   flash: 'gemini-3-flash-preview',
@@ -134,7 +134,8 @@ export function createGenerateGroup(): FunctionGroup {
           prompt: z
             .string()
             .describe('The full instructions. Include files as <file src="/mnt/name.ext" /> (text, images, audio, video, PDF): without the tag the generator cannot see a file.'),
-          model: oneOf(['pro', 'flash', 'lite'], 'flash').describe(
+          // Left out, `flash`; anything unknown, `lite`.
+          model: oneOf(['pro', 'flash', 'lite'], 'lite', { whenMissing: 'flash' }).describe(
             'Which model: "pro" only for exceptionally hard problems (deep reasoning in code, maths or science, very long documents); "flash" for almost everything, including work that needs thinking; "lite" when speed matters most.',
           ),
           search_grounding: z.boolean().optional().describe('Ground the answer in current Google Search results, with sources; use for facts after the model\'s knowledge cutoff.'),

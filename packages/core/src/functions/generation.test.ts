@@ -124,6 +124,20 @@ describe('generate_and_execute_code replaying recorded code execution', () => {
   });
 });
 
+describe('generate_text model choice', () => {
+  it('uses flash when the model leaves the choice out, and lite for a choice it does not know', async () => {
+    const seen: Array<string | undefined> = [];
+    for (const args of [{ prompt: 'Hi' }, { prompt: 'Hi', model: 'ultra' }, { prompt: 'Hi', model: 'pro' }]) {
+      const backend = agentCalling('generate_text', args, () => [
+        { candidates: [{ content: { role: 'model', parts: [{ text: 'Hello' }] }, finishReason: 'STOP', index: 0 }] } as GenerateContentResponse,
+      ]);
+      await collect(run(start('Say hi'), { backend, store: createMemoryInteractionStore() }));
+      seen.push(backend.requests.find((request) => !isMain(request))?.model);
+    }
+    expect(seen).toEqual([TEXT_MODELS.flash, TEXT_MODELS.lite, TEXT_MODELS.pro]);
+  });
+});
+
 describe('generate_text replaying recorded grounding', () => {
   it('grounds in Google Search, reports the sources, and returns the text', async () => {
     const recorded = await recordedStream('stream-google-search-grounding-gemini-2.5-pro.sse');

@@ -3,18 +3,20 @@ import { lazy } from '../protocol/lazy.js';
 
 /**
  * A string the model must pick from `values` (declared as an `enum`). A call that leaves it out or
- * sends something else still runs with `fallback`, as the built-in handlers always have. With
- * `declaredDefault` the declaration also shows `fallback` as the default.
+ * sends something else still runs with `fallback`, as the built-in handlers always have; with
+ * `whenMissing`, a call that leaves it out runs with that instead. With `declaredDefault` the
+ * declaration also shows `fallback` as the default.
  *
  * Meant for definitions with `strictDeclaration: true`: the declaration describes the parsed value.
  */
 export function oneOf<const T extends readonly [string, ...string[]]>(
   values: T,
   fallback: T[number],
-  options: { declaredDefault?: boolean } = {},
+  options: { declaredDefault?: boolean; whenMissing?: T[number] } = {},
 ) {
   const known: readonly unknown[] = values;
-  const coerce = (value: unknown): unknown => (known.includes(value) ? value : fallback);
+  const whenMissing = options.whenMissing ?? fallback;
+  const coerce = (value: unknown): unknown => (value === undefined ? whenMissing : known.includes(value) ? value : fallback);
   const inner = z.enum(values);
   return options.declaredDefault ? z.preprocess(coerce, inner.default(fallback)) : z.preprocess(coerce, inner);
 }
