@@ -12,6 +12,11 @@ describe('AgentFileSystem write / overwrite / append / read', () => {
   it('writes a named text file under /mnt, adding .txt when the name has no extension', async () => {
     const fs = new AgentFileSystem();
     expect(fs.write('notes', 'hello')).toBe('/mnt/notes.txt');
+    // Dot segments never lead out of /mnt/.
+    expect(fs.write('../../etc/passwd', 'x')).toBe('/mnt/etc/passwd.txt');
+    expect(fs.write('/mnt/../x', 'x')).toBe('/mnt/x.txt');
+    expect(fs.write('a/./b/../c.md', 'x')).toBe('/mnt/a/b/c.md');
+    expect(fs.write('..\\..\\win.ini', 'x')).toBe('/mnt/win.ini');
     expect(await fs.get('/mnt/notes.txt')).toEqual([{ text: 'hello' }]);
     expect(await fs.readText('/mnt/notes.txt')).toBe('hello');
   });

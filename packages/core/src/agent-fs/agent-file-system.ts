@@ -388,13 +388,20 @@ function normalisePath(path: string): string {
 
 /**
  * `/mnt/{name}`, with `.{extension}` added when the file name has none. A name the model already
- * wrote as a path (`/mnt/a.md`, `mnt/a.md`) is not nested a second time.
+ * wrote as a path (`/mnt/a.md`, `mnt/a.md`) is not nested a second time, and `.` and `..` segments
+ * are dropped, so a path never leaves `/mnt/` (a client may save the run's files under their paths).
  */
 function namedPath(name: string, extension: string): string {
   let relative = name;
   if (relative.startsWith('/mnt/')) relative = relative.slice('/mnt/'.length);
   else if (relative.startsWith('mnt/')) relative = relative.slice('mnt/'.length);
   else if (relative.startsWith('/')) relative = relative.slice(1);
+  if (/(^|[/\\])\.{1,2}([/\\]|$)/.test(relative)) {
+    relative = relative
+      .split(/[/\\]/)
+      .filter((segment) => segment !== '.' && segment !== '..' && segment !== '')
+      .join('/');
+  }
   const baseName = relative.slice(relative.lastIndexOf('/') + 1);
   return baseName.includes('.') ? `/mnt/${relative}` : `/mnt/${relative}.${extension}`;
 }
