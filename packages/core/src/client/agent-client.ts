@@ -1,7 +1,7 @@
 import type { ResumeResponse } from '../protocol/resume-responses.js';
 import type { Segment, StartRequest } from '../protocol/requests.js';
 import { createAgentRun, driveRun, type AgentRun, type AgentRunOptions, type RunSegmentOpener } from './agent-run.js';
-import { createServerConnection, parseEvent, type ServerConnection } from './server-connection.js';
+import { createServerConnection, type ClientLimits, type ServerConnection } from './server-connection.js';
 import { createSessionTransport, type ReconnectOptions } from './session-transport.js';
 
 /** Options of {@link createAgentClient}. */
@@ -21,8 +21,13 @@ export interface AgentClientOptions {
   protocol?: 'legacy' | 'sessions';
   /** The legacy endpoint path. Default `/v1beta1/streamRunAgent`. */
   path?: string;
-  /** How a sessions run reconnects to a dropped stream: attempts in a row and the backoff between them. */
+  /**
+   * How a sessions run reconnects to a dropped stream: attempts in a row, the backoff between
+   * them, and how long a silent stream is waited on.
+   */
   reconnect?: ReconnectOptions;
+  /** Bounds on what the server may send, e.g. `{ maxEventBytes: 16 * 1024 * 1024 }` (the default). */
+  limits?: ClientLimits;
 }
 
 /** What starts a run: an objective as plain text, a list of segments, or a full start request. */
@@ -108,7 +113,7 @@ function createLegacyOpener(connection: ServerConnection, path: string): RunSegm
     const response = await connection.send('POST', `${path}?alt=sse`, { body: request, signal, stream: true });
     for await (const message of connection.messages(response)) {
       if (message.data.length === 0 || message.data === '[DONE]') continue;
-      yield parseEvent(message.data);
+      yield connection.parse(message.data);
     }
   };
 }

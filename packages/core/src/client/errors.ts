@@ -43,8 +43,10 @@ export class AgentClientError extends Error {
   /** HTTP status, for `http` errors. */
   readonly status: number | undefined;
   /**
-   * The server's error code from the closed table (e.g. `INTERACTION_NOT_FOUND`, `FORBIDDEN`,
-   * `RATE_LIMITED`), for `http`, `run` and `paused` errors, when the server sent one.
+   * The error code from the closed table (e.g. `INTERACTION_NOT_FOUND`, `FORBIDDEN`,
+   * `RATE_LIMITED`): the server's for `http`, `run` and `paused` errors, or for a refusal without
+   * one the code of its status (404 `NOT_FOUND`); `PAYLOAD_TOO_LARGE` for a `protocol` error about
+   * an event over `limits.maxEventBytes`.
    */
   readonly code: ErrorCode | undefined;
   /** Where the run was saved, for `paused` errors: resume it with `client.resumeRun()`. */

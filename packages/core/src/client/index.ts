@@ -17,6 +17,7 @@ export {
   type RunInput,
 } from './agent-client.js';
 export type { ReconnectOptions } from './session-transport.js';
+export type { ClientLimits } from './server-connection.js';
 export { dispatchAgentEvents, type AgentEventHandlers } from './dispatch.js';
 export type { AgentEvent, AgentEventOf, AgentEventType, AgentResult, FileData, SuspendEvent } from '../protocol/events.js';
 export type { JsonObject, LLMContent, Part } from '../protocol/content.js';

@@ -1,18 +1,31 @@
 import { isSuspendEvent, type AgentEvent } from '../protocol/events.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
 import type { StartRequest } from '../protocol/requests.js';
+import type { SseEvent } from '../sse/index.js';
 import type { RunTransport } from './agent-run.js';
 import { AgentClientError } from './errors.js';
-import { parseEvent, type ServerConnection } from './server-connection.js';
+import { retryAfterOf, type ServerConnection } from './server-connection.js';
 
 /** How a sessions run gets back to its event stream when the connection drops. */
 export interface ReconnectOptions {
-  /** Reconnects in a row that may fail before the run fails with the last error (kind `network`). Default 8; 0 never reconnects. */
+  /**
+   * Reconnects in a row that may fail before the run fails with the last error (kind `network`,
+   * with the last answer's `status` and `code` when the server refused). Default 8; 0 never
+   * reconnects.
+   */
   maxAttempts?: number;
-  /** The wait before the first reconnect; each next one waits twice as long, with jitter. Default 500 ms. */
+  /**
+   * The wait before the first reconnect; each next one waits twice as long, with jitter. Default
+   * 500 ms. A `Retry-After` the server sent with a 429 or 5xx is waited out when longer (up to a minute).
+   */
   initialDelayMs?: number;
   /** The longest wait between two reconnects. Default 15 000 ms. */
   maxDelayMs?: number;
+  /**
+   * A stream that sends nothing, not even a keep-alive comment, for this long counts as dropped
+   * and is reconnected. Default 45 000 ms (the server sends a comment every 15 s); 0 waits forever.
+   */
+  idleTimeoutMs?: number;
 }
 
 /** Where a sessions run begins. */
@@ -32,6 +45,7 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
   const maxAttempts = reconnect.maxAttempts ?? 8;
   const initialDelayMs = reconnect.initialDelayMs ?? 500;
   const maxDelayMs = reconnect.maxDelayMs ?? 15_000;
+  const idleTimeoutMs = reconnect.idleTimeoutMs ?? 45_000;
   const session: { sessionId: string | undefined; cursor: number | undefined; indexes: WeakMap<AgentEvent, number> } = {
     sessionId: 'start' in begin ? undefined : 'resume' in begin ? begin.resume.sessionId : begin.attach.sessionId,
     // A resumed session's cursor is read from its status before the answer goes in.
@@ -51,14 +65,17 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
         failures += 1;
         if (signal.aborted) throw error;
         if (failures > maxAttempts) {
+          if (maxAttempts === 0) throw error;
           const tries = maxAttempts === 1 ? 'once' : `${maxAttempts} times`;
-          throw new AgentClientError(error.kind, maxAttempts === 0 ? error.message : `${error.message} (reconnected ${tries}, giving up)`, {
+          // Whatever the last failure was, the run failed because the connection could not be had back.
+          throw new AgentClientError('network', `${error.message} (reconnected ${tries}, giving up)`, {
             ...(error.status === undefined ? {} : { status: error.status }),
             ...(error.code === undefined ? {} : { code: error.code }),
             cause: error,
           });
         }
-        const delay = Math.min(maxDelayMs, initialDelayMs * 2 ** (failures - 1)) * (0.5 + Math.random() / 2);
+        const backoff = Math.min(maxDelayMs, initialDelayMs * 2 ** (failures - 1)) * (0.5 + Math.random() / 2);
+        const delay = Math.max(backoff, retryAfterOf(error) ?? 0);
         await new Promise<void>((resolve) => {
           const timer = setTimeout(done, delay);
           signal.addEventListener('abort', done, { once: true });
@@ -101,48 +118,114 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
   /** Waiting events (questions, pauses) the session went on from: a replay shows them, nobody answers them. */
   const history = new WeakSet<AgentEvent>();
 
+  /** An attached run looks once at where the session stands when its stream stays quiet from the start. */
+  let unprobed = 'attach' in begin;
+
+  /** The highest index this run delivered: an event the session repeats is not delivered again. */
+  let delivered = -1;
+
   /** The session's events after the cursor until its segment ends, reconnecting when the stream drops. */
   const follow = async function* (signal: AbortSignal): AsyncGenerator<AgentEvent> {
     const backoff = createBackoff(signal);
     let replayedEnd = false;
     // A waiting event is where the session stands only when nothing follows it: it is held until
-    // the next message says whether it was answered (another event) or is waiting (the end).
+    // the next message says whether it was answered (another event) or is waiting (the end, or
+    // a quiet stream while the session's status says it waits there: some servers keep the stream
+    // of a waiting session open).
     let held: AgentEvent | undefined;
+    const deliver = (event: AgentEvent): AgentEvent => {
+      delivered = Math.max(delivered, session.indexes.get(event) ?? delivered);
+      return event;
+    };
     for (;;) {
       let done = false;
+      let again = false;
+      // Its own signal, so that leaving while a read is pending (a held question handed over)
+      // releases the connection at once.
+      const stream = new AbortController();
+      const stop = (): void => stream.abort();
+      signal.addEventListener('abort', stop, { once: true });
+      let messages: AsyncIterator<SseEvent> | undefined;
+      let next: Promise<IteratorResult<SseEvent>> | undefined;
       try {
         const cursor = session.cursor ?? -1;
-        const response = await connection.send('GET', path(`?alt=sse${cursor >= 0 ? `&after=${cursor}` : ''}`), { signal, stream: true });
-        // The parser repeats the last id on an event that has none: an id equal to the previous one is no id.
-        let previousId: string | undefined;
-        for await (const message of connection.messages(response)) {
+        const response = await connection.send('GET', path(`?alt=sse${cursor >= 0 ? `&after=${cursor}` : ''}`), { signal: stream.signal, stream: true });
+        messages = connection
+          .messages(response, {
+            // An id only counts on the event that carries one; a stream cut mid-event is a drop.
+            carryId: false,
+            discardIncompleteEvent: true,
+            ...(idleTimeoutMs > 0 ? { idleTimeoutMs } : {}),
+          })
+          [Symbol.asyncIterator]();
+        let quietMs = SETTLE_MS;
+        for (;;) {
+          next ??= messages.next();
+          if (!held && unprobed && !(await settlesWithin(next, quietMs))) {
+            // An attached run whose cursor is at the question the session waits on gets an idle
+            // stream on servers that keep it open: read that last event again so the app can answer it.
+            unprobed = false;
+            const current = await status(signal);
+            const last = current.eventCount - 1;
+            if (last >= 0 && (session.cursor ?? -1) >= last && (current.status === 'suspended' || current.status === 'paused')) {
+              session.cursor = last - 1;
+              again = true;
+              break;
+            }
+            continue;
+          }
+          if (held && !(await settlesWithin(next, quietMs))) {
+            // Nothing follows the waiting event for now: ask the session whether it waits there.
+            const current = await status(signal);
+            if (current.status === 'cancelled') throw new AgentClientError('run', `Session ${session.sessionId} was cancelled`, { code: 'ABORTED' });
+            const last = current.eventCount - 1;
+            const heldIndex = session.indexes.get(held) ?? -1;
+            if (last === heldIndex && current.status !== 'running') {
+              yield deliver(held);
+              return;
+            }
+            if (last > heldIndex) {
+              history.add(held);
+              yield deliver(held);
+              held = undefined;
+            } else {
+              // Running with nothing after it: just suspended, or just answered. Ask again later.
+              quietMs = Math.min(quietMs * 2, MAX_SETTLE_MS);
+            }
+            continue;
+          }
+          const result = await next;
+          next = undefined;
+          if (result.done) break;
+          const message = result.value;
           if (message.event === 'done') {
             done = true;
             break;
           }
-          if (message.event === 'start' || message.data.length === 0) continue;
-          const numbered = message.id !== undefined && message.id !== previousId;
-          previousId = message.id;
-          const index = numbered ? Number(message.id) : undefined;
+          if (message.event === 'start' || message.data.length === 0 || isEnvelope(message.data)) continue;
+          const index = message.id === undefined || message.id === '' ? undefined : Number(message.id);
           if (index !== undefined) {
-            if (!Number.isSafeInteger(index)) throw new AgentClientError('protocol', `The session sent an event with id "${message.id}", not an index`);
+            if (!/^\d+$/.test(message.id as string) || !Number.isSafeInteger(index)) {
+              throw new AgentClientError('protocol', `The session sent an event with id "${message.id}", not an index`);
+            }
             if (index <= (session.cursor ?? -1)) continue;
             if (index > (session.cursor ?? -1) + 1) throw new AgentClientError('network', `The session stream skipped to event ${index}`);
           }
-          const event = parseEvent(message.data);
-          if (index !== undefined) {
-            session.cursor = index;
-            session.indexes.set(event, index);
-          }
+          const event = connection.parse(message.data);
+          // Without ids, each agent event is the next index after the cursor.
+          session.cursor = index ?? (session.cursor ?? -1) + 1;
+          session.indexes.set(event, session.cursor);
           backoff.reset();
+          unprobed = false;
+          quietMs = SETTLE_MS;
           if (held) {
             history.add(held);
-            yield held;
+            yield deliver(held);
             held = undefined;
           }
           if (waits(event)) held = event;
           else {
-            yield event;
+            yield deliver(event);
             if (event.type === 'complete' || event.type === 'error') return;
           }
         }
@@ -151,24 +234,33 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
         if (!isTransient(error)) throw error;
         await backoff.failed(error);
         continue;
+      } finally {
+        signal.removeEventListener('abort', stop);
+        if (next) {
+          stream.abort();
+          await next.catch(() => undefined);
+        }
+        await messages?.return?.().catch(() => undefined);
       }
       if (signal.aborted) return;
+      if (again) continue;
       if (done && held) {
-        yield held;
+        yield deliver(held);
         return;
       }
       try {
         if (!done) throw new AgentClientError('network', `The event stream of session ${session.sessionId} ended before its segment did`);
         // The server ended the stream where the session stops, but this follower saw no end: it
         // attached at or after it. Its last event says how it stopped (the question it waits on,
-        // the result): read it again so the run can answer or settle.
+        // the result): read it again so the run can answer or settle, unless this run delivered
+        // it already and it said nothing of the kind.
         const current = await status(signal);
         if (current.status === 'cancelled') throw new AgentClientError('run', `Session ${session.sessionId} was cancelled`, { code: 'ABORTED' });
         const last = current.eventCount - 1;
         if (current.status === 'running' || (session.cursor ?? -1) < last) {
           throw new AgentClientError('network', `The event stream of session ${session.sessionId} ended while it runs`);
         }
-        if (replayedEnd || last < 0) throw new AgentClientError('protocol', `Session ${session.sessionId} is ${current.status}, but its events do not say why`);
+        if (replayedEnd || last < 0 || delivered >= last) throw new AgentClientError('protocol', `Session ${session.sessionId} is ${current.status}, but its events do not say why`);
         replayedEnd = true;
         session.cursor = last - 1;
       } catch (error) {
@@ -208,6 +300,37 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
     },
     cancel,
   };
+}
+
+/** How long a stream may stay quiet after a waiting event before the session's status is asked. */
+const SETTLE_MS = 200;
+const MAX_SETTLE_MS = 5_000;
+
+/** Whether `promise` settles within `ms`. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const quiet = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([promise.then(() => true, () => true), quiet]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** `{}` and `{"sessionId": ...}` frame the stream: they are not agent events and are not counted. */
+function isEnvelope(data: string): boolean {
+  if (data.length > 1024) return false;
+  let value: unknown;
+  try {
+    value = JSON.parse(data);
+  } catch {
+    return false;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const keys = Object.keys(value);
+  return keys.length === 0 || (keys.length === 1 && keys[0] === 'sessionId');
 }
 
 /** Events a session can wait at: a question, a pause, an error it was saved after. */

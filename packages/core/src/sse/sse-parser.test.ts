@@ -125,6 +125,28 @@ describe('SSE parser', () => {
       .filter((line) => line.startsWith('data:'));
     expect(whole.length).toBeLessThanOrEqual(dataLines.length);
   });
+
+  it('with carryId false, sets id only on events whose block has an id line, so a repeated id stays visible', async () => {
+    const text = 'id: 1\ndata: a\n\nid: 1\ndata: b\n\ndata: c\n\n';
+    const stream = { async *[Symbol.asyncIterator]() { yield encoder.encode(text); } };
+    const carried: SseEvent[] = [];
+    for await (const event of parseSseStream(stream)) carried.push(event);
+    expect(carried.map((event) => event.id)).toEqual(['1', '1', '1']);
+    const own: SseEvent[] = [];
+    for await (const event of parseSseStream(stream, { carryId: false })) own.push(event);
+    expect(own).toEqual([{ data: 'a', id: '1' }, { data: 'b', id: '1' }, { data: 'c' }]);
+  });
+
+  it('with discardIncompleteEvent, drops an event the stream ends in the middle of, and keeps it by default', async () => {
+    const bytes = (text: string) => ({ async *[Symbol.asyncIterator]() { yield encoder.encode(text); } });
+    const stream = bytes('data: whole\n\nevent: event\nid: 5\ndata: {"thought":{"te');
+    const kept: string[] = [];
+    for await (const event of parseSseStream(stream)) kept.push(event.data);
+    expect(kept).toEqual(['whole', '{"thought":{"te']);
+    const dropped: string[] = [];
+    for await (const event of parseSseStream(bytes('data: whole\n\ndata: cut\n'), { discardIncompleteEvent: true })) dropped.push(event.data);
+    expect(dropped).toEqual(['whole']);
+  });
 });
 
 /**

@@ -30,6 +30,18 @@ export interface SseParserOptions {
    * sent bare in the body. Lines of known fields and comments are not reported.
    */
   onIgnoredLine?: (line: string) => void;
+  /**
+   * Whether an event whose block has no `id:` line gets the last id seen (WHATWG's last event
+   * ID). Default true; false leaves `id` off such events, so a repeated id can be told from none.
+   */
+  carryId?: boolean;
+  /**
+   * Whether `end()` drops an event not closed by a blank line, as WHATWG says, instead of
+   * dispatching it. Default false: a last event without its blank line is still delivered. A
+   * reader that can ask again for what it missed sets it, so a stream cut mid-event is not a
+   * truncated event.
+   */
+  discardIncompleteEvent?: boolean;
 }
 
 const DEFAULT_MAX_LINE_LENGTH = 256 * 1024 * 1024;
@@ -50,6 +62,8 @@ const DEFAULT_MAX_LINE_LENGTH = 256 * 1024 * 1024;
 export function createSseParser(onEvent: (event: SseEvent) => void, options: SseParserOptions = {}): SseParser {
   const maxLineLength = options.maxLineLength ?? DEFAULT_MAX_LINE_LENGTH;
   const onIgnoredLine = options.onIgnoredLine;
+  const carryId = options.carryId ?? true;
+  const discardIncompleteEvent = options.discardIncompleteEvent ?? false;
   const decoder = new TextDecoder();
   // The start of a line not yet ended, kept as pieces and joined once when its end arrives.
   let pending: string[] = [];
@@ -59,6 +73,7 @@ export function createSseParser(onEvent: (event: SseEvent) => void, options: Sse
   let dataLength = 0;
   let eventName: string | undefined;
   let lastId: string | undefined;
+  let blockHasId = false;
   let retry: number | undefined;
   let sawField = false;
 
@@ -71,7 +86,7 @@ export function createSseParser(onEvent: (event: SseEvent) => void, options: Sse
     if (data.length > 0) {
       const event: SseEvent = { data: data.length === 1 ? (data[0] as string) : data.join('\n') };
       if (eventName !== undefined) event.event = eventName;
-      if (lastId !== undefined) event.id = lastId;
+      if (lastId !== undefined && (carryId || blockHasId)) event.id = lastId;
       if (retry !== undefined) event.retry = retry;
       onEvent(event);
     }
@@ -80,6 +95,7 @@ export function createSseParser(onEvent: (event: SseEvent) => void, options: Sse
     eventName = undefined;
     retry = undefined;
     sawField = false;
+    blockHasId = false;
   };
 
   const line = (text: string): void => {
@@ -103,7 +119,10 @@ export function createSseParser(onEvent: (event: SseEvent) => void, options: Sse
         eventName = value;
         break;
       case 'id':
-        if (!value.includes('\0')) lastId = value;
+        if (!value.includes('\0')) {
+          lastId = value;
+          blockHasId = true;
+        }
         break;
       case 'retry':
         if (/^\d+$/.test(value)) retry = Number(value);
@@ -167,6 +186,7 @@ export function createSseParser(onEvent: (event: SseEvent) => void, options: Sse
     },
     end() {
       consume(decoder.decode());
+      if (discardIncompleteEvent) return;
       if (pending.length > 0) line(completeLine('', 0, 0));
       if (sawField) dispatch();
     },
@@ -174,7 +194,7 @@ export function createSseParser(onEvent: (event: SseEvent) => void, options: Sse
 }
 
 /**
- * Parses a byte stream of server-sent events.
+ * Parses a byte stream of server-sent events, with the options of {@link createSseParser}.
  *
  * @example
  * ```ts
@@ -183,9 +203,10 @@ export function createSseParser(onEvent: (event: SseEvent) => void, options: Sse
  */
 export async function* parseSseStream(
   stream: ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>,
+  options: SseParserOptions = {},
 ): AsyncGenerator<SseEvent> {
   const queue: SseEvent[] = [];
-  const parser = createSseParser((event) => queue.push(event));
+  const parser = createSseParser((event) => queue.push(event), options);
   const iterable: AsyncIterable<Uint8Array> =
     Symbol.asyncIterator in stream ? (stream as AsyncIterable<Uint8Array>) : readerIterable(stream as ReadableStream<Uint8Array>);
   for await (const bytes of iterable) {
