@@ -4,6 +4,7 @@ import type { AgentEvent } from '../protocol/events.js';
 import { fromWireEvent } from '../protocol/wire.js';
 import { parseSseStream, type SseEvent } from '../sse/index.js';
 import { AgentClientError } from './errors.js';
+import { utf8Length } from '../protocol/utf8-length.js';
 
 /** Bounds on what the client accepts from a server. */
 export interface ClientLimits {
@@ -174,21 +175,6 @@ async function* chunks(reader: ReadableStreamDefaultReader<Uint8Array>, idleTime
       clearTimeout(timer);
     }
   }
-}
-
-function utf8Length(text: string): number {
-  let bytes = 0;
-  for (let index = 0; index < text.length; index += 1) {
-    const unit = text.charCodeAt(index);
-    if (unit < 0x80) bytes += 1;
-    else if (unit < 0x800) bytes += 2;
-    else if (unit >= 0xd800 && unit < 0xdc00 && index + 1 < text.length) {
-      // A surrogate pair: one 4-byte character.
-      bytes += 4;
-      index += 1;
-    } else bytes += 3;
-  }
-  return bytes;
 }
 
 /** Parses one event's JSON; anything else is a `protocol` error naming what was wrong. */

@@ -57,6 +57,14 @@ function json(outgoing: ServerResponse, status: number, body: unknown, headers: 
   outgoing.end(JSON.stringify(body));
 }
 
+/** Opens an event stream, writes `text`, and a moment later drops the connection. */
+async function writeThenDrop(outgoing: ServerResponse, text: string): Promise<void> {
+  openStream(outgoing);
+  outgoing.write(text);
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  outgoing.destroy();
+}
+
 /** Opens an event stream with its `start` envelope. */
 function openStream(outgoing: ServerResponse): void {
   outgoing.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -224,13 +232,7 @@ describe('sessions client at the edges of the stream protocol', () => {
 
   it('gives up on a server that keeps answering 503 with a network error carrying the status', async () => {
     const { baseUrl, requests } = await sessionServer(async (exchange, outgoing) => {
-      if (exchange.count === 1) {
-        openStream(outgoing);
-        outgoing.write(frame(0));
-        await new Promise((resolve) => setTimeout(resolve, 20));
-        outgoing.destroy();
-        return;
-      }
+      if (exchange.count === 1) return writeThenDrop(outgoing, frame(0));
       json(outgoing, 503, { error: 'down' });
     });
     const { seen, error } = await read(client(baseUrl, { reconnect: { maxAttempts: 2, initialDelayMs: 1, maxDelayMs: 2 } }).startRun('go'));
@@ -243,13 +245,7 @@ describe('sessions client at the edges of the stream protocol', () => {
     const times: number[] = [];
     const { baseUrl } = await sessionServer(async (exchange, outgoing) => {
       times.push(Date.now());
-      if (exchange.count === 1) {
-        openStream(outgoing);
-        outgoing.write(frame(0));
-        await new Promise((resolve) => setTimeout(resolve, 20));
-        outgoing.destroy();
-        return;
-      }
+      if (exchange.count === 1) return writeThenDrop(outgoing, frame(0));
       if (exchange.count === 2) return json(outgoing, 429, { error: 'slow down' }, { 'retry-after': '1' });
       openStream(outgoing);
       outgoing.end(frame(1, complete) + DONE);

@@ -1,6 +1,7 @@
 import { AgentError } from '../errors/index.js';
 import { formatPath } from '../errors/format-issues.js';
 import { createContentCache, jsonWithContents } from '../protocol/content-json-cache.js';
+import { utf8Length } from '../protocol/utf8-length.js';
 
 /** The largest saved state the runtime writes, unless a store says less: 64 MiB of UTF-8 JSON. */
 export const DEFAULT_MAX_STATE_BYTES = 64 * 1024 * 1024;
@@ -116,18 +117,4 @@ function checkJson(value: unknown, path: PropertyKey[], depthLeft: number, seen:
 function refuse(label: string, path: PropertyKey[], problem: string): never {
   const where = formatPath('', path);
   throw new AgentError('STORE_ERROR', `${label} cannot be saved: ${where}: ${problem}`, { details: { path: where } });
-}
-
-function utf8Length(text: string): number {
-  let size = 0;
-  for (let index = 0; index < text.length; index += 1) {
-    const code = text.charCodeAt(index);
-    if (code < 0x80) size += 1;
-    else if (code < 0x800) size += 2;
-    else if (code >= 0xd800 && code <= 0xdbff && index + 1 < text.length) {
-      size += 4;
-      index += 1;
-    } else size += 3;
-  }
-  return size;
 }
