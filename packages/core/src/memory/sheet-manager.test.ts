@@ -115,6 +115,23 @@ describe('createSheetManager', () => {
     await expect(sheets.createSheet('Scores', ['a'])).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('already exists') });
   });
 
+  it('makes a tab wide enough for its columns, and grows a grid a write goes past instead of failing', async () => {
+    const { sheets } = setup();
+    const columns = Array.from({ length: 30 }, (_, index) => `c${index + 1}`);
+    await sheets.createSheet('Wide', columns);
+    expect((await sheets.readSheet('Wide!1:1'))[0]).toEqual(columns);
+    // Past a new tab's 1000 rows and 26 columns: the grid grows to fit, and what was there stays.
+    await sheets.createSheet('Log', ['when', 'what']);
+    await sheets.updateSheet('Log!A2', [['monday', 'start']]);
+    await sheets.updateSheet('Log!A1200:B1201', [['day 1199', 'late'], ['day 1200', 'later']]);
+    await sheets.updateSheet('Log!AB5', [['far right']]);
+    expect(await sheets.readSheet('Log!A1200:B1201')).toEqual([['day 1199', 'late'], ['day 1200', 'later']]);
+    expect(await sheets.readSheet('Log!A2:B2')).toEqual([['monday', 'start']]);
+    expect(await sheets.readSheet('Log!AB5')).toEqual([['far right']]);
+    // Other refusals are passed on as they were.
+    await expect(sheets.updateSheet('Nowhere!A2000', [['x']])).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+  });
+
   it('needs a graph URL', () => {
     const { drive } = setup();
     expect(() => createSheetManager({ drive, graph: { url: ' ' } })).toThrow(expect.objectContaining({ code: 'BAD_REQUEST', message: expect.stringContaining('graph.url') }));

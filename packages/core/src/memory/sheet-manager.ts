@@ -67,7 +67,10 @@ export interface SheetManager {
   createSheet(name: string, columns: readonly string[], signal?: AbortSignal): Promise<void>;
   /** The values of an A1 range that names its sheet (`Scores!A1:B3`); `[]` when empty. */
   readSheet(range: string, signal?: AbortSignal): Promise<SheetValues>;
-  /** Overwrites the cells of a range (values parsed as if typed). */
+  /**
+   * Overwrites the cells of a range (values parsed as if typed). A range past the tab's grid (a
+   * new tab has 1000 rows and 26 columns) grows the grid to fit it first.
+   */
   updateSheet(range: string, values: SheetValues, signal?: AbortSignal): Promise<void>;
   /** Appends rows after the table in a range. */
   appendToSheet(range: string, values: SheetValues, signal?: AbortSignal): Promise<void>;
@@ -159,7 +162,9 @@ export function createSheetManager(options: SheetManagerOptions): SheetManager {
     },
     async createSheet(name, columns, signal) {
       const id = await ensure(signal);
-      await drive.updateSpreadsheet(id, [{ addSheet: { properties: { title: name } } }], signal);
+      // A new tab is 26 columns wide unless asked for more: wide enough for every column named.
+      const properties = columns.length > DEFAULT_GRID.columns ? { title: name, gridProperties: { columnCount: columns.length } } : { title: name };
+      await drive.updateSpreadsheet(id, [{ addSheet: { properties } }], signal);
       await drive.setSpreadsheetValues(id, `${quoteSheetName(name)}!A1`, [[...columns]], signal);
     },
     async readSheet(range, signal) {
@@ -168,7 +173,23 @@ export function createSheetManager(options: SheetManagerOptions): SheetManager {
     },
     async updateSheet(range, values, signal) {
       const id = await ensure(signal);
-      await drive.setSpreadsheetValues(id, range, values, signal);
+      try {
+        await drive.setSpreadsheetValues(id, range, values, signal);
+      } catch (error) {
+        // Sheets refuses a write past the tab's grid: the grid grows to fit it (never shrinks), once.
+        const extent = isAgentError(error) && /exceeds grid limits/i.test(error.message) ? extentOf(range, values) : undefined;
+        if (!extent) throw error;
+        const tab = (await tabs(id, signal)).find((candidate) => candidate.title === extent.sheet);
+        if (!tab) throw error;
+        const rowCount = Math.max(tab.gridProperties?.rowCount ?? DEFAULT_GRID.rows, extent.rows);
+        const columnCount = Math.max(tab.gridProperties?.columnCount ?? DEFAULT_GRID.columns, extent.columns);
+        await drive.updateSpreadsheet(
+          id,
+          [{ updateSheetProperties: { properties: { sheetId: tab.sheetId, gridProperties: { rowCount, columnCount } }, fields: 'gridProperties.rowCount,gridProperties.columnCount' } }],
+          signal,
+        );
+        await drive.setSpreadsheetValues(id, range, values, signal);
+      }
     },
     async appendToSheet(range, values, signal) {
       const id = await ensure(signal);
@@ -218,6 +239,38 @@ export function createSheetManager(options: SheetManagerOptions): SheetManager {
       return checkReadSize(JSON.stringify(values), `${quoteSheetName(name)}!A:ZZ`);
     },
   };
+}
+
+/** The grid of a tab Sheets adds without being told its size. */
+const DEFAULT_GRID = { rows: 1000, columns: 26 };
+
+/**
+ * The sheet a write goes to and the rows and columns it reaches: from the range's first cell (and
+ * its last, when it names one) and the values' extent. `undefined` for a range it cannot read.
+ */
+function extentOf(range: string, values: SheetValues): { sheet: string; rows: number; columns: number } | undefined {
+  const sheet = parseSheetName(range);
+  if (sheet === undefined) return undefined;
+  const cells = /^([A-Za-z]{1,3})(\d{1,7})(?::([A-Za-z]{1,3})(\d{1,7}))?$/.exec(range.slice(range.lastIndexOf('!') + 1));
+  if (!cells) return undefined;
+  const startColumn = columnNumber(cells[1] as string);
+  const startRow = Number(cells[2]);
+  let widest = 0;
+  for (const row of values) widest = Math.max(widest, row.length);
+  let rows = startRow + Math.max(values.length, 1) - 1;
+  let columns = startColumn + Math.max(widest, 1) - 1;
+  if (cells[3] !== undefined) {
+    rows = Math.max(rows, Number(cells[4]));
+    columns = Math.max(columns, columnNumber(cells[3]));
+  }
+  return { sheet, rows, columns };
+}
+
+/** `A` → 1, `Z` → 26, `AA` → 27. */
+function columnNumber(letters: string): number {
+  let number = 0;
+  for (const letter of letters.toUpperCase()) number = number * 26 + (letter.charCodeAt(0) - 64);
+  return number;
 }
 
 /** The graph's id: its URL without the `drive:/` prefix (any number of slashes). */
