@@ -1,10 +1,11 @@
-import { AgentError, ERROR_CODES } from '../errors/agent-error.js';
+import { AgentError, ERROR_CODES, HTTP_STATUS_BY_CODE, type ErrorCode } from '../errors/agent-error.js';
 import { messageOf } from '../errors/message-of.js';
 import type { AgentEvent } from '../protocol/events.js';
 import { fromWireEvent } from '../protocol/wire.js';
 import { parseSseStream, type SseEvent } from '../sse/index.js';
 import { AgentClientError } from './errors.js';
 import { utf8Length } from '../protocol/utf8-length.js';
+import { retryAfterMs } from '../http/retry-after.js';
 
 /** Bounds on what the client accepts from a server. */
 export interface ClientLimits {
@@ -192,22 +193,26 @@ function parseEvent(data: string): AgentEvent {
   }
 }
 
-/** The code of a refusal whose body names none (`{"error": "Session not found"}`, a proxy's page). */
-const CODE_BY_STATUS: Readonly<Record<number, string>> = {
-  400: 'BAD_REQUEST',
-  401: 'UNAUTHENTICATED',
-  403: 'FORBIDDEN',
-  404: 'NOT_FOUND',
-  405: 'METHOD_NOT_ALLOWED',
-  409: 'CONFLICT',
-  413: 'PAYLOAD_TOO_LARGE',
-  415: 'UNSUPPORTED_MEDIA_TYPE',
-  429: 'RATE_LIMITED',
-  500: 'INTERNAL',
-  501: 'NOT_IMPLEMENTED',
-  502: 'UPSTREAM_ERROR',
-  504: 'TIMEOUT',
-};
+/** The code of a refusal whose body names none (`{"error": "Session not found"}`, a proxy's page), by its status. */
+const CODE_BY_STATUS: ReadonlyMap<number, ErrorCode> = new Map(
+  (
+    [
+      'BAD_REQUEST',
+      'UNAUTHENTICATED',
+      'FORBIDDEN',
+      'NOT_FOUND',
+      'METHOD_NOT_ALLOWED',
+      'CONFLICT',
+      'PAYLOAD_TOO_LARGE',
+      'UNSUPPORTED_MEDIA_TYPE',
+      'RATE_LIMITED',
+      'INTERNAL',
+      'NOT_IMPLEMENTED',
+      'UPSTREAM_ERROR',
+      'TIMEOUT',
+    ] as const
+  ).map((code) => [HTTP_STATUS_BY_CODE[code], code]),
+);
 
 async function httpError(response: Response, redact: (text: string) => string): Promise<AgentClientError> {
   const text = await response.text().catch(() => '');
@@ -224,17 +229,9 @@ async function httpError(response: Response, redact: (text: string) => string): 
     // Not JSON: keep the text.
   }
   // A code outside the closed set is dropped; the status still says which kind of refusal it is.
-  if (code === undefined || !(ERROR_CODES as readonly string[]).includes(code)) code = CODE_BY_STATUS[response.status];
+  if (code === undefined || !(ERROR_CODES as readonly string[]).includes(code)) code = CODE_BY_STATUS.get(response.status);
   const error = new AgentClientError('http', redact(`${response.status}: ${message}`), code === undefined ? { status: response.status } : { status: response.status, code });
-  const retryAfter = parseRetryAfter(response.headers.get('retry-after'));
-  if (retryAfter !== undefined) retryAfters.set(error, retryAfter);
+  const retryAfter = retryAfterMs(response.headers);
+  if (retryAfter !== undefined) retryAfters.set(error, Math.min(retryAfter, MAX_RETRY_AFTER_MS));
   return error;
-}
-
-/** `Retry-After` as seconds or an HTTP date, in milliseconds from now, at most a minute. */
-function parseRetryAfter(value: string | null): number | undefined {
-  if (value === null) return undefined;
-  const trimmed = value.trim();
-  const ms = /^\d+$/.test(trimmed) ? Number(trimmed) * 1000 : Date.parse(trimmed) - Date.now();
-  return Number.isFinite(ms) ? Math.min(Math.max(ms, 0), MAX_RETRY_AFTER_MS) : undefined;
 }

@@ -5,7 +5,8 @@ import { fieldsJson, isFixed } from '../protocol/fixed-json.js';
 import { PrefixCacheTable, type CachedPrefix, type PrefixCache } from './prefix-cache.js';
 import { redactDetails, redactSecrets, redactUrl, secretsOfUrl } from './redact.js';
 import { createRequestSerializer } from '../model/request-json.js';
-import { readLimitedText, readSseEvents, retryAfterMs, type ProviderStreamLimits } from './providers/provider-transport.js';
+import { readLimitedText, readSseEvents, type ProviderStreamLimits } from './providers/provider-transport.js';
+import { retryAfterMs } from './retry-after.js';
 
 /** Retry policy for transient failures (429, 503) before the first chunk arrives. */
 export interface RetryOptions {

@@ -1,6 +1,7 @@
 import { AgentError, HTTP_STATUS_BY_CODE, isAgentError, type ErrorCode } from '../errors/index.js';
 import type { DriveFile, DriveOperationsClient, DriveUploadMedia, SheetValues, SpreadsheetMetadata } from '../ports/index.js';
 import type { RetryOptions } from './gemini-backend-client.js';
+import { retryAfterMs } from './retry-after.js';
 
 /** Where the Drive and Sheets REST APIs live; point them at a gateway or a local fake. */
 export interface DriveBaseUrls {
@@ -194,7 +195,7 @@ function createSender(options: HttpDriveOperationsClientOptions): (call: Call) =
       if (call.signal?.aborted) throw cancelled(call);
       const token = await accessToken(options, call);
       const attemptSignal = createAttemptSignal(call.signal, timeoutMs);
-      let retryAfterMs: number | undefined;
+      let hintedMs: number | undefined;
       let failure: AgentError;
       try {
         let response: Response;
@@ -221,7 +222,7 @@ function createSender(options: HttpDriveOperationsClientOptions): (call: Call) =
           if (response.ok) return await readAnswer(call, response, maxResponseBytes, token);
           const text = decodeText(await readBody(response, MAX_ERROR_BODY_BYTES, true, call));
           failure = toApiError(call, response.status, response.statusText, text, token);
-          retryAfterMs = parseRetryAfter(response.headers.get('retry-after'));
+          hintedMs = retryAfterMs(response.headers);
         } catch (error) {
           if (call.signal?.aborted) throw cancelled(call, error);
           if (attemptSignal.timedOut()) throw timedOut(call, timeoutMs, error);
@@ -232,7 +233,7 @@ function createSender(options: HttpDriveOperationsClientOptions): (call: Call) =
       }
       const retryable = failure.code === 'RATE_LIMITED' || (typeof failure.details?.status === 'number' && failure.details.status >= 500);
       if (!retryable || attempt >= maxAttempts) throw failure;
-      const hinted = retryAfterMs ?? retryInfoMs(failure.details);
+      const hinted = hintedMs ?? retryInfoMs(failure.details);
       await sleep(hinted === undefined ? backoff(attempt, baseDelayMs, maxDelayMs) : Math.min(maxDelayMs, hinted), call);
     }
   };
@@ -539,14 +540,6 @@ function backoff(attempt: number, baseDelayMs: number, maxDelayMs: number): numb
   return Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1)) * (0.5 + Math.random() * 0.5);
 }
 
-/** `Retry-After` as seconds or an HTTP date, in ms. */
-function parseRetryAfter(value: string | null): number | undefined {
-  if (!value) return undefined;
-  const trimmed = value.trim();
-  if (/^\d+(\.\d+)?$/.test(trimmed)) return Number.parseFloat(trimmed) * 1000;
-  const date = Date.parse(trimmed);
-  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
-}
 
 /** `google.rpc.RetryInfo.retryDelay` ("2s", "1.5s") from the error's details, in ms. */
 function retryInfoMs(details: Record<string, unknown> | undefined): number | undefined {

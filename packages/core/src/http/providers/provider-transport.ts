@@ -2,6 +2,7 @@ import { AgentError, type ErrorCode } from '../../errors/index.js';
 import type { BackendClient } from '../../ports/index.js';
 import { createSseParser, type SseEvent } from '../../sse/index.js';
 import type { RetryOptions } from '../gemini-backend-client.js';
+import { retryAfterMs } from '../retry-after.js';
 
 /** Limits on what a provider may stream back; every answer is treated as hostile. */
 export interface ProviderStreamLimits {
@@ -205,18 +206,6 @@ function codeOf(status: number | undefined, fields: ProviderErrorFields): ErrorC
   if (status === 404) return 'NOT_FOUND';
   if (status === 413) return 'PAYLOAD_TOO_LARGE';
   return 'MODEL_ERROR';
-}
-
-/** `retry-after-ms`, or `retry-after` in seconds or as an HTTP date, in milliseconds. */
-export function retryAfterMs(headers: Headers): number | undefined {
-  const milliseconds = Number.parseFloat(headers.get('retry-after-ms') ?? '');
-  if (Number.isFinite(milliseconds) && milliseconds >= 0) return milliseconds;
-  const raw = headers.get('retry-after');
-  if (!raw) return undefined;
-  const seconds = Number.parseFloat(raw);
-  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
-  const date = Date.parse(raw);
-  return Number.isFinite(date) ? Math.max(0, date - Date.now()) : undefined;
 }
 
 const SECRET_PATTERNS: readonly RegExp[] = [
