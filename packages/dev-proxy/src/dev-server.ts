@@ -135,18 +135,7 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
   // Callers' tokens are Google's when runs use Google's APIs with them: a run then belongs to the
   // account, not to the token, which the browser refreshes within the hour. Elsewhere (simulated or
   // configured APIs) a token is its own owner.
-  // Only tokens shaped as Google's (`ya29.`) are asked about, and one Google does not vouch for
-  // (made up, expired, or Google out of reach) is its own owner, as elsewhere.
-  const googleOwner = createGoogleAccountOwner({
-    fetch: pooledFetch,
-    unverified: 'token',
-    timeoutMs: 5_000,
-    ...(config.tokenInfoUrl ? { tokenInfoUrl: config.tokenInfoUrl } : {}),
-  });
-  const owners =
-    drive.mode === 'google'
-      ? { resolveOwner: (token: string | undefined) => (token?.startsWith('ya29.') ? googleOwner(token) : digestOwner(token)) }
-      : {};
+  const owners = drive.mode === 'google' ? { resolveOwner: googleTokenOwner(pooledFetch, config.tokenInfoUrl) } : {};
   const sessions = {
     log: backing.log,
     bus: backing.bus,
@@ -326,6 +315,16 @@ interface BannerFacts {
   cors: CorsOptions;
   memoryLine: string;
   ownersLine: string;
+}
+
+/**
+ * The owner of a caller's token when runs use Google's APIs with it: its Google account for a token
+ * shaped as Google's (`ya29.`), asked of Google once per token; the token itself for any other, or
+ * for one Google does not vouch for (made up, expired, or Google out of reach).
+ */
+function googleTokenOwner(fetch: typeof globalThis.fetch, tokenInfoUrl: string | undefined): (token: string | undefined) => Promise<string | undefined> {
+  const googleOwner = createGoogleAccountOwner({ fetch, unverified: 'token', timeoutMs: 5_000, ...(tokenInfoUrl ? { tokenInfoUrl } : {}) });
+  return (token) => (token?.startsWith('ya29.') ? googleOwner(token) : digestOwner(token));
 }
 
 function banner(facts: BannerFacts): string {
