@@ -204,23 +204,23 @@ describe('createHttpDriveOperationsClient: errors', () => {
     const { client } = await setup();
     expect(await failure(client.getFile('missing-id'))).toMatchObject({
       code: 'NOT_FOUND',
-      message: 'Drive API error: 404 File not found: missing-id.',
+      message: 'Drive API error: File not found: missing-id.',
       details: { operation: 'getFile', status: 404, reason: 'notFound' },
     });
     expect(await failure(client.getSpreadsheetValues('missing-id', 'A1'))).toMatchObject({
       code: 'NOT_FOUND',
-      message: 'Sheets API error: 404 Requested entity was not found.',
+      message: 'Drive API error: Requested entity was not found.',
       details: { providerStatus: 'NOT_FOUND' },
     });
     const sheet = await client.createFile({ name: 'S', mimeType: SPREADSHEET });
     expect(await failure(client.getSpreadsheetValues(sheet.id, 'Nope!A1'))).toMatchObject({
       code: 'BAD_REQUEST',
-      message: 'Sheets API error: 400 Unable to parse range: Nope!A1',
+      message: 'Drive API error: Unable to parse range: Nope!A1',
     });
     expect(await failure(client.getFileMedia(sheet.id))).toMatchObject({ code: 'FORBIDDEN', details: { reason: 'fileNotDownloadable' } });
     expect(await failure(client.updateSpreadsheet(sheet.id, [{ deleteSheet: { sheetId: 0 } }]))).toMatchObject({
       code: 'BAD_REQUEST',
-      message: "Sheets API error: 400 Invalid requests[0].deleteSheet: You can't remove all the sheets in a document.",
+      message: "Drive API error: Invalid requests[0].deleteSheet: You can't remove all the sheets in a document.",
     });
   });
 
@@ -230,7 +230,7 @@ describe('createHttpDriveOperationsClient: errors', () => {
     const client = createHttpDriveOperationsClient({ fetch, getAccessToken: () => TOKEN, baseUrls: fake.baseUrls(url) });
     expect(await failure(client.queryFiles('trashed = false'))).toMatchObject({
       code: 'UNAUTHENTICATED',
-      message: expect.stringMatching(/^Drive API error: 401 Request had invalid authentication credentials/),
+      message: expect.stringMatching(/^Drive API error: Request had invalid authentication credentials/),
     });
     expect(fake.requests).toHaveLength(1);
   });
@@ -249,7 +249,7 @@ describe('createHttpDriveOperationsClient: errors', () => {
     });
     expect(await failure(client.getFile('any'))).toMatchObject({
       code: 'FORBIDDEN',
-      message: 'Drive API error: 403 The user does not have sufficient permissions for this file.',
+      message: 'Drive API error: The user does not have sufficient permissions for this file.',
     });
     expect(fake.requests).toHaveLength(1);
   });
@@ -281,7 +281,7 @@ describe('createHttpDriveOperationsClient: errors', () => {
     fake.failNext({ status: 500, times: 3 });
     expect(await failure(client.queryFiles('trashed = false'))).toMatchObject({
       code: 'UPSTREAM_ERROR',
-      message: 'Drive API error: 500 Backend Error',
+      message: 'Drive API error: Backend Error',
       details: { status: 500, reason: 'backendError' },
     });
     expect(fake.requests).toHaveLength(3);
@@ -303,7 +303,7 @@ describe('createHttpDriveOperationsClient: errors', () => {
     const pending = failure(client.getSpreadsheetMetadata('x', waiting.signal));
     await until(() => fake.requests.length === 1);
     waiting.abort();
-    expect(await pending).toMatchObject({ code: 'ABORTED', message: 'Sheets API error: getSpreadsheetMetadata cancelled' });
+    expect(await pending).toMatchObject({ code: 'ABORTED', message: 'Drive API error: getSpreadsheetMetadata cancelled' });
 
     let arrived = false;
     const hanging = await setup({}, () => async () => {
@@ -335,7 +335,7 @@ describe('createHttpDriveOperationsClient: hostile answers and inputs', () => {
     const shapes = await setup({}, answering((request) => Response.json(request.url.includes('/values/') ? { values: [['a', { nested: true }]] } : { files: 'nope' })));
     expect(await failure(shapes.client.queryFiles('trashed = false'))).toMatchObject({ code: 'UPSTREAM_ERROR', message: 'Drive API error: queryFiles got an unexpected answer: files is not an array' });
     expect(await failure(shapes.client.getSpreadsheetValues('s', 'A1'))).toMatchObject({
-      message: 'Sheets API error: getSpreadsheetValues got an unexpected answer: values[0][1] is not a cell value',
+      message: 'Drive API error: getSpreadsheetValues got an unexpected answer: values[0][1] is not a cell value',
     });
     const noId = await setup({}, answering(() => Response.json({ name: 'x' })));
     expect(await failure(noId.client.createFile({ name: 'x' }))).toMatchObject({ message: 'Drive API error: createFile got an unexpected answer: the answer has no file id' });
@@ -343,7 +343,7 @@ describe('createHttpDriveOperationsClient: hostile answers and inputs', () => {
 
   it('treats an error envelope on a 200 as an error', async () => {
     const { client } = await setup({}, answering(() => Response.json({ error: { code: 404, message: 'gone' } })));
-    expect(await failure(client.getFile('x'))).toMatchObject({ code: 'NOT_FOUND', message: 'Drive API error: 404 gone' });
+    expect(await failure(client.getFile('x'))).toMatchObject({ code: 'NOT_FOUND', message: 'Drive API error: gone', details: { status: 404 } });
   });
 
   it('stops reading an answer larger than maxResponseBytes, declared or streamed', async () => {
@@ -393,7 +393,7 @@ describe('createHttpDriveOperationsClient: hostile answers and inputs', () => {
       ),
     );
     const error = await failure(echo.client.getFile('x'));
-    expect(error).toMatchObject({ code: 'BAD_REQUEST', message: 'Drive API error: 400 bad header: Bearer [redacted]' });
+    expect(error).toMatchObject({ code: 'BAD_REQUEST', message: 'Drive API error: bad header: Bearer [redacted]' });
     const plain = await setup({}, answering((request) => new Response(`token=${request.headers.get('authorization')}`, { status: 500 })));
     expect((await failure(plain.client.getFile('x'))).message).toContain('[redacted]');
   });
@@ -431,7 +431,7 @@ describe('createHttpDriveOperationsClient: hostile answers and inputs', () => {
     });
     expect(await failure(throwing.getSpreadsheetMetadata('x'))).toMatchObject({
       code: 'UNAUTHENTICATED',
-      message: 'Sheets API error: getAccessToken failed before getSpreadsheetMetadata',
+      message: 'Drive API error: getAccessToken failed before getSpreadsheetMetadata',
     });
     expect(fake.requests).toHaveLength(0);
   });

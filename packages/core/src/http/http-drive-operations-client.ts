@@ -53,10 +53,13 @@ const CODES_BY_STATUS: ReadonlyMap<number, ErrorCode> = new Map(
   ),
 );
 
-type Api = 'Drive' | 'Sheets';
+/**
+ * How every failure of this client starts, Sheets calls included: Opal's Drive client gives all its
+ * errors this one prefix, and code (and models) that recognise Drive failures go by it.
+ */
+const PREFIX = 'Drive API error:';
 
 interface Call {
-  api: Api;
   /** The method of the port, named in errors. */
   operation: string;
   method: 'GET' | 'POST' | 'PUT' | 'DELETE';
@@ -73,8 +76,9 @@ interface Call {
  *
  * Each call asks `getAccessToken()` for a token, retries rate limits and server errors with
  * jittered exponential backoff (honouring `Retry-After`), caps the size of what it reads, and
- * rejects with an `AgentError` whose message starts `Drive API error:` or `Sheets API error:` and
- * never contains the token.
+ * rejects with an `AgentError` whose message starts `Drive API error:` (Sheets calls too) and
+ * never contains the token. A refusal with Google's error envelope reads
+ * `Drive API error: <the envelope's message>`; any other refusal `Drive API error: <status> <text>`.
  *
  * @example
  * ```ts
@@ -103,20 +107,20 @@ export function createHttpDriveOperationsClient(options: HttpDriveOperationsClie
   return {
     async createFile(metadata, signal) {
       const body = json('createFile', checkObject('createFile', 'metadata', metadata), 'metadata');
-      const file = await send({ api: 'Drive', operation: 'createFile', method: 'POST', url: `${drive}/files`, body, contentType: 'application/json', expect: 'json', signal });
+      const file = await send({ operation: 'createFile', method: 'POST', url: `${drive}/files`, body, contentType: 'application/json', expect: 'json', signal });
       return toDriveFile('createFile', file);
     },
     async getFile(fileId, signal) {
       const url = `${drive}/files/${encodeURIComponent(checkId('getFile', 'fileId', fileId))}`;
-      return toDriveFile('getFile', await send({ api: 'Drive', operation: 'getFile', method: 'GET', url, expect: 'json', signal }));
+      return toDriveFile('getFile', await send({ operation: 'getFile', method: 'GET', url, expect: 'json', signal }));
     },
     async getFileMedia(fileId, signal) {
       const url = `${drive}/files/${encodeURIComponent(checkId('getFileMedia', 'fileId', fileId))}?alt=media`;
-      return (await send({ api: 'Drive', operation: 'getFileMedia', method: 'GET', url, expect: 'bytes', signal })) as Uint8Array;
+      return (await send({ operation: 'getFileMedia', method: 'GET', url, expect: 'bytes', signal })) as Uint8Array;
     },
     async deleteFile(fileId, signal) {
       const url = `${drive}/files/${encodeURIComponent(checkId('deleteFile', 'fileId', fileId))}`;
-      await send({ api: 'Drive', operation: 'deleteFile', method: 'DELETE', url, expect: 'none', signal });
+      await send({ operation: 'deleteFile', method: 'DELETE', url, expect: 'none', signal });
     },
     async queryFiles(query, signal) {
       if (typeof query !== 'string' || query.length === 0 || query.length > MAX_QUERY_LENGTH) {
@@ -128,9 +132,9 @@ export function createHttpDriveOperationsClient(options: HttpDriveOperationsClie
       let pageToken: string | undefined;
       for (let page = 0; page < MAX_QUERY_PAGES; page += 1) {
         const url = `${drive}/files?q=${encodeURIComponent(query)}${pageToken ? `&pageToken=${encodeURIComponent(pageToken)}` : ''}`;
-        const answer = await send({ api: 'Drive', operation: 'queryFiles', method: 'GET', url, expect: 'json', signal });
+        const answer = await send({ operation: 'queryFiles', method: 'GET', url, expect: 'json', signal });
         const list = (answer as { files?: unknown }).files ?? [];
-        if (!Array.isArray(list)) throw malformed('Drive', 'queryFiles', 'files is not an array');
+        if (!Array.isArray(list)) throw malformed('queryFiles', 'files is not an array');
         list.forEach((file, index) => files.push(toDriveFile('queryFiles', file, `files[${index}]`)));
         const next = (answer as { nextPageToken?: unknown }).nextPageToken;
         if (typeof next !== 'string' || next.length === 0) return files;
@@ -142,23 +146,23 @@ export function createHttpDriveOperationsClient(options: HttpDriveOperationsClie
     },
     async getSpreadsheetMetadata(spreadsheetId, signal) {
       const url = `${sheets}/spreadsheets/${encodeURIComponent(checkId('getSpreadsheetMetadata', 'spreadsheetId', spreadsheetId))}?fields=sheets.properties`;
-      const answer = await send({ api: 'Sheets', operation: 'getSpreadsheetMetadata', method: 'GET', url, expect: 'json', signal });
+      const answer = await send({ operation: 'getSpreadsheetMetadata', method: 'GET', url, expect: 'json', signal });
       return toSpreadsheetMetadata(answer);
     },
     async getSpreadsheetValues(spreadsheetId, range, signal) {
       const url = valuesUrl('getSpreadsheetValues', spreadsheetId, range);
-      const answer = await send({ api: 'Sheets', operation: 'getSpreadsheetValues', method: 'GET', url, expect: 'json', signal });
+      const answer = await send({ operation: 'getSpreadsheetValues', method: 'GET', url, expect: 'json', signal });
       return toSheetValues((answer as { values?: unknown }).values);
     },
     async setSpreadsheetValues(spreadsheetId, range, values, signal) {
       const url = `${valuesUrl('setSpreadsheetValues', spreadsheetId, range)}?valueInputOption=USER_ENTERED`;
       const body = json('setSpreadsheetValues', { values: checkValues('setSpreadsheetValues', values) }, 'values');
-      await send({ api: 'Sheets', operation: 'setSpreadsheetValues', method: 'PUT', url, body, contentType: 'application/json', expect: 'json', signal });
+      await send({ operation: 'setSpreadsheetValues', method: 'PUT', url, body, contentType: 'application/json', expect: 'json', signal });
     },
     async appendSpreadsheetValues(spreadsheetId, range, values, signal) {
       const url = `${valuesUrl('appendSpreadsheetValues', spreadsheetId, range)}:append?valueInputOption=USER_ENTERED`;
       const body = json('appendSpreadsheetValues', { values: checkValues('appendSpreadsheetValues', values) }, 'values');
-      await send({ api: 'Sheets', operation: 'appendSpreadsheetValues', method: 'POST', url, body, contentType: 'application/json', expect: 'json', signal });
+      await send({ operation: 'appendSpreadsheetValues', method: 'POST', url, body, contentType: 'application/json', expect: 'json', signal });
     },
     async updateSpreadsheet(spreadsheetId, requests, signal) {
       const id = checkId('updateSpreadsheet', 'spreadsheetId', spreadsheetId);
@@ -168,12 +172,12 @@ export function createHttpDriveOperationsClient(options: HttpDriveOperationsClie
       requests.forEach((request, index) => checkObject('updateSpreadsheet', `requests[${index}]`, request));
       const body = json('updateSpreadsheet', { requests }, 'requests');
       const url = `${sheets}/spreadsheets/${encodeURIComponent(id)}:batchUpdate`;
-      await send({ api: 'Sheets', operation: 'updateSpreadsheet', method: 'POST', url, body, contentType: 'application/json', expect: 'json', signal });
+      await send({ operation: 'updateSpreadsheet', method: 'POST', url, body, contentType: 'application/json', expect: 'json', signal });
     },
     async uploadFile(metadata, media, signal) {
       const { body, contentType } = multipartBody(checkObject('uploadFile', 'metadata', metadata), checkMedia(media));
       const url = `${upload}/files?uploadType=multipart`;
-      const file = await send({ api: 'Drive', operation: 'uploadFile', method: 'POST', url, body, contentType, expect: 'json', signal });
+      const file = await send({ operation: 'uploadFile', method: 'POST', url, body, contentType, expect: 'json', signal });
       return toDriveFile('uploadFile', file);
     },
   };
@@ -190,7 +194,6 @@ function createSender(options: HttpDriveOperationsClientOptions): (call: Call) =
   const fetcher = options.fetch;
 
   return async (call) => {
-    const prefix = `${call.api} API error:`;
     for (let attempt = 1; ; attempt += 1) {
       if (call.signal?.aborted) throw cancelled(call);
       const token = await accessToken(options, call);
@@ -210,7 +213,7 @@ function createSender(options: HttpDriveOperationsClientOptions): (call: Call) =
           if (call.signal?.aborted) throw cancelled(call, error);
           if (attemptSignal.timedOut()) throw timedOut(call, timeoutMs, error);
           // The request may or may not have reached Google; only calls that are safe to repeat are retried.
-          failure = new AgentError('UPSTREAM_ERROR', `${prefix} could not reach ${hostOf(call.url)}: ${redact(messageOf(error), token)}`, {
+          failure = new AgentError('UPSTREAM_ERROR', `${PREFIX} could not reach ${hostOf(call.url)}: ${redact(messageOf(error), token)}`, {
             cause: error,
             details: { operation: call.operation },
           });
@@ -244,19 +247,19 @@ async function accessToken(options: HttpDriveOperationsClientOptions, call: Call
   try {
     token = await options.getAccessToken();
   } catch (error) {
-    throw new AgentError('UNAUTHENTICATED', `${call.api} API error: getAccessToken failed before ${call.operation}`, {
+    throw new AgentError('UNAUTHENTICATED', `${PREFIX} getAccessToken failed before ${call.operation}`, {
       cause: error,
       details: { operation: call.operation },
     });
   }
   if (typeof token !== 'string' || token.length === 0) {
-    throw new AgentError('UNAUTHENTICATED', `${call.api} API error: getAccessToken returned no token for ${call.operation}`, {
+    throw new AgentError('UNAUTHENTICATED', `${PREFIX} getAccessToken returned no token for ${call.operation}`, {
       details: { operation: call.operation },
     });
   }
   // A header value with a line break or a non-ASCII character makes fetch throw an error that quotes it.
   if (!/^[\x21-\x7e]+$/.test(token)) {
-    throw new AgentError('UNAUTHENTICATED', `${call.api} API error: the access token holds characters a header cannot carry`, {
+    throw new AgentError('UNAUTHENTICATED', `${PREFIX} the access token holds characters a header cannot carry`, {
       details: { operation: call.operation },
     });
   }
@@ -276,13 +279,13 @@ async function readAnswer(call: Call, response: Response, maxResponseBytes: numb
     parsed = text.length === 0 ? {} : JSON.parse(text);
   } catch (error) {
     const type = response.headers.get('content-type') ?? 'no content type';
-    throw new AgentError('UPSTREAM_ERROR', `${call.api} API error: ${call.operation} answered ${response.status} with a body that is not JSON (${clean(type, token, 80)})`, {
+    throw new AgentError('UPSTREAM_ERROR', `${PREFIX} ${call.operation} answered ${response.status} with a body that is not JSON (${clean(type, token, 80)})`, {
       cause: error,
       details: { operation: call.operation, status: response.status },
     });
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
-    throw malformed(call.api, call.operation, 'the answer is not a JSON object');
+    throw malformed(call.operation, 'the answer is not a JSON object');
   }
   // An error envelope on a 2xx status is still an error.
   if ('error' in parsed && parsed.error !== null && typeof parsed.error === 'object') {
@@ -296,7 +299,7 @@ async function readAnswer(call: Call, response: Response, maxResponseBytes: numb
 /** Reads at most `limit` bytes; beyond it either truncates (error bodies) or fails. */
 async function readBody(response: Response, limit: number, truncate: boolean, call: Call): Promise<Uint8Array> {
   const tooLarge = (): AgentError =>
-    new AgentError('UPSTREAM_ERROR', `${call.api} API error: ${call.operation} answered with more than ${limit} bytes`, {
+    new AgentError('UPSTREAM_ERROR', `${PREFIX} ${call.operation} answered with more than ${limit} bytes`, {
       details: { operation: call.operation, status: response.status, limit },
     });
   const declared = Number(response.headers.get('content-length') ?? Number.NaN);
@@ -347,15 +350,16 @@ function toApiError(call: Call, status: number, statusText: string, text: string
   const reason = typeof firstError?.reason === 'string' ? firstError.reason : undefined;
   let code = status >= 500 ? 'UPSTREAM_ERROR' : (CODES_BY_STATUS.get(status) ?? 'UPSTREAM_ERROR');
   if (status === 403 && reason && RATE_LIMIT_REASONS.has(reason)) code = 'RATE_LIMITED';
+  // The status stays in `details`; Google's own message already says what went wrong.
   let description: string;
   if (typeof envelope?.message === 'string' && envelope.message.length > 0) {
     description = clean(envelope.message, token, 500);
   } else if (text.trim().length > 0) {
-    description = `${clean(statusText || 'error', token, 80)} (not a JSON error: ${JSON.stringify(clean(text, token, 120))})`;
+    description = `${status} ${clean(statusText || 'error', token, 80)} (not a JSON error: ${JSON.stringify(clean(text, token, 120))})`;
   } else {
-    description = clean(statusText || 'error', token, 80);
+    description = `${status} ${clean(statusText || 'error', token, 80)}`;
   }
-  return new AgentError(code, `${call.api} API error: ${status} ${description}`, {
+  return new AgentError(code, `${PREFIX} ${description}`, {
     details: {
       operation: call.operation,
       status,
@@ -368,18 +372,18 @@ function toApiError(call: Call, status: number, statusText: string, text: string
 
 function toDriveFile(operation: string, value: unknown, path = 'the answer'): DriveFile {
   if (value === null || typeof value !== 'object' || Array.isArray(value) || typeof (value as { id?: unknown }).id !== 'string') {
-    throw malformed('Drive', operation, `${path} has no file id`);
+    throw malformed(operation, `${path} has no file id`);
   }
   return value as DriveFile;
 }
 
 function toSpreadsheetMetadata(value: unknown): SpreadsheetMetadata {
   const list = (value as { sheets?: unknown }).sheets ?? [];
-  if (!Array.isArray(list)) throw malformed('Sheets', 'getSpreadsheetMetadata', 'sheets is not an array');
+  if (!Array.isArray(list)) throw malformed('getSpreadsheetMetadata', 'sheets is not an array');
   list.forEach((sheet: unknown, index) => {
     const properties = (sheet as { properties?: { sheetId?: unknown; title?: unknown } } | null)?.properties;
     if (!properties || typeof properties.sheetId !== 'number' || typeof properties.title !== 'string') {
-      throw malformed('Sheets', 'getSpreadsheetMetadata', `sheets[${index}].properties needs a numeric sheetId and a title`);
+      throw malformed('getSpreadsheetMetadata', `sheets[${index}].properties needs a numeric sheetId and a title`);
     }
   });
   return { sheets: list as SpreadsheetMetadata['sheets'] };
@@ -387,19 +391,19 @@ function toSpreadsheetMetadata(value: unknown): SpreadsheetMetadata {
 
 function toSheetValues(value: unknown): SheetValues {
   if (value === undefined) return [];
-  if (!Array.isArray(value)) throw malformed('Sheets', 'getSpreadsheetValues', 'values is not an array');
+  if (!Array.isArray(value)) throw malformed('getSpreadsheetValues', 'values is not an array');
   return value.map((row: unknown, rowIndex) => {
-    if (!Array.isArray(row)) throw malformed('Sheets', 'getSpreadsheetValues', `values[${rowIndex}] is not an array`);
+    if (!Array.isArray(row)) throw malformed('getSpreadsheetValues', `values[${rowIndex}] is not an array`);
     return row.map((cell: unknown, cellIndex) => {
       if (typeof cell === 'string') return cell;
       if (typeof cell === 'number' || typeof cell === 'boolean') return String(cell);
-      throw malformed('Sheets', 'getSpreadsheetValues', `values[${rowIndex}][${cellIndex}] is not a cell value`);
+      throw malformed('getSpreadsheetValues', `values[${rowIndex}][${cellIndex}] is not a cell value`);
     });
   });
 }
 
-function malformed(api: Api, operation: string, what: string): AgentError {
-  return new AgentError('UPSTREAM_ERROR', `${api} API error: ${operation} got an unexpected answer: ${what}`, { details: { operation } });
+function malformed(operation: string, what: string): AgentError {
+  return new AgentError('UPSTREAM_ERROR', `${PREFIX} ${operation} got an unexpected answer: ${what}`, { details: { operation } });
 }
 
 function checkId(operation: string, field: string, value: unknown): string {
@@ -504,14 +508,14 @@ function createAttemptSignal(outer: AbortSignal | undefined, timeoutMs: number):
 
 function cancelled(call: Call, cause?: unknown): AgentError {
   if (isAgentError(cause)) return cause;
-  return new AgentError('ABORTED', `${call.api} API error: ${call.operation} cancelled`, {
+  return new AgentError('ABORTED', `${PREFIX} ${call.operation} cancelled`, {
     ...(cause === undefined ? {} : { cause }),
     details: { operation: call.operation },
   });
 }
 
 function timedOut(call: Call, timeoutMs: number, cause: unknown): AgentError {
-  return new AgentError('TIMEOUT', `${call.api} API error: ${call.operation} took longer than ${timeoutMs} ms`, {
+  return new AgentError('TIMEOUT', `${PREFIX} ${call.operation} took longer than ${timeoutMs} ms`, {
     cause,
     details: { operation: call.operation },
   });
