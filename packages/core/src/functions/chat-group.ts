@@ -90,6 +90,14 @@ export function createChatGroup(): FunctionGroup {
         icon: 'list',
         title: 'Presenting Choices to the User',
         async handler(args, context) {
+          // Told to the model rather than shown to the user: a choice with nothing to pick, or two
+          // options the answer could not tell apart, would leave the user stuck.
+          if (args.choices.length === 0) return { error: 'choices is empty: give the user at least one option to pick.' };
+          const ids = new Set<string>();
+          for (const { id } of args.choices) {
+            if (ids.has(id)) return { error: `choices: the id ${JSON.stringify(id)} is used twice; give every option its own id.` };
+            ids.add(id);
+          }
           if (args.task_id) context.taskTree.setInProgress(args.task_id, '');
           const prompt = await fromPidginString(args.user_message, context.fs);
           const choices = await Promise.all(

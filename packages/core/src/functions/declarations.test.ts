@@ -7,7 +7,7 @@ import type { FunctionDeclaration } from '../protocol/gemini.js';
 import { createHttpDriveOperationsClient } from '../http/index.js';
 import type { StartRequest } from '../protocol/requests.js';
 import { run } from '../run/index.js';
-import { createFakeGoogleDrive, createMemoryInteractionStore, createScriptedBackendClient, functionCallChunk } from '../testing/index.js';
+import { createFakeGoogleDrive, createMemoryInteractionStore, createScriptedBackendClient, functionCallChunk, textChunk } from '../testing/index.js';
 import { createGoogleDriveGroup, createMemoryGroup, defaultFunctionGroups, defineFunction, toFunctionDeclaration } from './index.js';
 
 interface FunctionFacts {
@@ -181,6 +181,31 @@ describe('the declarations the model sees', () => {
     const asking = createScriptedBackendClient([[functionCallChunk('chat_request_user_input', { user_message: 'Name?' })]]);
     const asked = await collect(run({ segments: [{ type: 'text', text: 'Ask' }] }, { backend: asking, store: createMemoryInteractionStore() }));
     expect(asked.at(-1)).toMatchObject({ type: 'waitForInput', inputType: 'asterisk' });
+  });
+
+  it('tells the model, without asking the user, when its choices are empty or share an id', async () => {
+    const backend = createScriptedBackendClient([
+      [functionCallChunk('chat_present_choices', { user_message: 'Pick', choices: [], selection_mode: 'single', layout: 'list' })],
+      [
+        functionCallChunk('chat_present_choices', {
+          user_message: 'Pick',
+          choices: [
+            { id: 'a', label: 'A' },
+            { id: 'a', label: 'B' },
+          ],
+          selection_mode: 'single',
+          layout: 'list',
+        }),
+      ],
+      [textChunk('Done.')],
+    ]);
+    const events = await collect(run({ segments: [{ type: 'text', text: 'Pick' }] }, { backend, store: createMemoryInteractionStore() }));
+    expect(events.some((event) => event.type === 'waitForChoice')).toBe(false);
+    const errors = backend.requests.slice(1, 3).map((request) => request.body.contents.at(-1)?.parts[0]?.functionResponse?.response);
+    expect(errors).toEqual([
+      { error: 'choices is empty: give the user at least one option to pick.' },
+      { error: 'choices: the id "a" is used twice; give every option its own id.' },
+    ]);
   });
 
   it('declares a user-defined function as parsing accepts it unless it asks for a strict declaration', () => {
