@@ -21,6 +21,19 @@ describe('AgentFileSystem write / overwrite / append / read', () => {
     expect(await fs.readText('/mnt/notes.txt')).toBe('hello');
   });
 
+  it('refuses a text file of more than 16 Mi characters, keeping what was there', async () => {
+    const fs = new AgentFileSystem();
+    const limit = 16 * 1024 * 1024;
+    fs.write('log.md', 'x'.repeat(limit - 2));
+    const refused = { code: 'PAYLOAD_TOO_LARGE', message: expect.stringContaining('"/mnt/log.md"') };
+    expect(() => fs.append('/mnt/log.md', 'yy')).toThrow(expect.objectContaining(refused));
+    expect(() => fs.overwrite('log.md', 'x'.repeat(limit + 1))).toThrow(expect.objectContaining(refused));
+    expect(() => fs.write('log.md', 'x'.repeat(limit + 1))).toThrow(expect.objectContaining(refused));
+    expect((await fs.readText('/mnt/log.md')).length).toBe(limit - 2);
+    fs.append('/mnt/log.md', 'y');
+    expect((await fs.readText('/mnt/log.md')).length).toBe(limit);
+  });
+
   it('infers the MIME type from the extension and stores text as text', () => {
     const fs = new AgentFileSystem();
     fs.write('report.md', '# Title');

@@ -85,6 +85,19 @@ const MAX_QUOTED_PART_LENGTH = 200;
  * await fs.readText(path); // 'hello'
  * ```
  */
+/**
+ * The most characters a text file written by a function may hold (16 Mi). Far more than a model
+ * can read back, and it stops a run from growing a file without bound, say by writing a file that
+ * quotes itself twice, over and over, until the process runs out of memory.
+ */
+const MAX_TEXT_FILE_LENGTH = 16 * 1024 * 1024;
+
+function checkTextLength(path: string, length: number): void {
+  if (length > MAX_TEXT_FILE_LENGTH) {
+    throw new AgentError('PAYLOAD_TOO_LARGE', `File "${path}" would hold ${length} characters, more than the ${MAX_TEXT_FILE_LENGTH} a file may hold`);
+  }
+}
+
 export class AgentFileSystem {
   readonly #files = new Map<string, FileDescriptor>();
   /** Added routes, name -> original; `""` and `"/"` map to themselves without being stored. */
@@ -101,6 +114,7 @@ export class AgentFileSystem {
    */
   write(name: string, data: string): string {
     const path = namedPath(name, 'txt');
+    checkTextLength(path, data.length);
     const mimeType = mimeTypeFromFileName(path);
     if (mimeType === 'text/html') {
       this.#files.set(path, { data: textToBase64(data), mimeType, type: 'inlineData' });
@@ -113,6 +127,7 @@ export class AgentFileSystem {
   /** Like {@link AgentFileSystem.write}, but always stores text (HTML included). Returns the path. */
   overwrite(name: string, data: string): string {
     const path = namedPath(name, 'txt');
+    checkTextLength(path, data.length);
     this.#files.set(path, { data, mimeType: mimeTypeFromFileName(path), type: 'text' });
     return path;
   }
@@ -125,6 +140,7 @@ export class AgentFileSystem {
   append(path: string, data: string): void {
     const normalised = normalisePath(path);
     const existing = this.#files.get(normalised);
+    checkTextLength(normalised, (existing?.type === 'text' ? existing.data.length + 1 : 0) + data.length);
     if (!existing) {
       this.#files.set(normalised, { data, mimeType: 'text/markdown', type: 'text' });
       return;
