@@ -171,6 +171,33 @@ describe('adapter-node: request targets', () => {
     expect(await (await fetch(`${server.url}/x`)).text()).toBe('ok');
   });
 
+  it('with allowedHosts, refuses a request for another host (a page re-pointed at loopback) with 403', async () => {
+    let called = 0;
+    server = await serve({
+      allowedHosts: ['agent.example.test', '.dev.test'],
+      handler: async () => {
+        called += 1;
+        return new Response('ok');
+      },
+    });
+    const answered = async (host: string): Promise<string> =>
+      rawExchange(server!.port, `GET /v1beta1/x HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+    for (const host of ['localhost:1', 'LOCALHOST', 'app.localhost', '127.0.0.1:8080', '[::1]:8080', 'agent.example.test', 'Agent.Example.Test.:80', 'dev.test', 'a.b.dev.test']) {
+      expect(await answered(host), host).toMatch(/^HTTP\/1\.1 200 /);
+    }
+    expect(called).toBe(9);
+    for (const host of ['evil.example:8080', 'agent.example.test.evil.example', 'notdev.test', 'localhost.evil.example', '127.0.0.1.nip.io']) {
+      const answer = await answered(host);
+      expect(answer, host).toMatch(/^HTTP\/1\.1 403 /);
+      expect(answer, host).toContain(`"code":"FORBIDDEN","message":"This server does not answer to the host \\"${host.replace(/:\d+$/, '')}\\"; add it to the allowed hosts"`);
+    }
+    expect(called).toBe(9);
+    // Without the option every host is served, as behind a reverse proxy.
+    await server.close();
+    server = await serve({ handler: async () => new Response('ok') });
+    expect(await rawExchange(server.port, 'GET /x HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
   it('answers a handler that throws with a 500 that names no file and no secret', async () => {
     server = await serve({
       handler: async () => {

@@ -15,6 +15,16 @@ export interface NodeListenerOptions {
    * `0` writes on the next turn of the event loop. Default 5.
    */
   flushDelayMs?: number;
+  /**
+   * The host names this server answers to; a request whose `Host` names another gets 403 before
+   * it reaches the handler. Set it on a server that listens on a developer's machine: a page
+   * whose domain is re-pointed at 127.0.0.1 (DNS rebinding) calls it as its own origin, so CORS
+   * never stops it, but its requests still carry that domain in `Host`. `localhost`, its
+   * subdomains and IP addresses always pass; a name starting with `.` also lets its subdomains
+   * pass (`.example.test`). A request without `Host` passes. Default: every host passes (a
+   * server behind a reverse proxy sees its public names).
+   */
+  allowedHosts?: readonly string[];
 }
 
 /** Default of {@link NodeListenerOptions.flushDelayMs}. */
@@ -37,10 +47,20 @@ export function createNodeListener(
   options: NodeListenerOptions = {},
 ): (request: IncomingMessage, response: ServerResponse) => void {
   const flushDelayMs = nonNegative(options.flushDelayMs, DEFAULT_FLUSH_DELAY_MS, 'flushDelayMs');
+  const isAllowedHost = options.allowedHosts ? hostFilter(options.allowedHosts) : undefined;
   return (incoming, outgoing) => {
     const refusal = refuseTarget(incoming);
     if (refusal) {
       const error = new AgentError('BAD_REQUEST', refusal, { details: { path: '(request target)' } });
+      outgoing.writeHead(error.status, { 'content-type': 'application/json; charset=utf-8', connection: 'close' });
+      outgoing.end(JSON.stringify(error.toJSON()));
+      return;
+    }
+    if (isAllowedHost && !isAllowedHost(incoming.headers.host)) {
+      const name = hostName(incoming.headers.host ?? '').slice(0, 200);
+      const error = new AgentError('FORBIDDEN', `This server does not answer to the host "${name}"; add it to the allowed hosts`, {
+        details: { header: 'host' },
+      });
       outgoing.writeHead(error.status, { 'content-type': 'application/json; charset=utf-8', connection: 'close' });
       outgoing.end(JSON.stringify(error.toJSON()));
       return;
@@ -73,6 +93,37 @@ export function createNodeListener(
 
 /** Methods the Fetch standard forbids in a `Request`. */
 const UNSERVED_METHODS: ReadonlySet<string> = new Set(['CONNECT', 'TRACE', 'TRACK']);
+
+/** Whether a `Host` header names a host of {@link NodeListenerOptions.allowedHosts}. */
+function hostFilter(allowed: readonly string[]): (host: string | undefined) => boolean {
+  const exact = new Set<string>();
+  const suffixes: string[] = ['.localhost'];
+  for (const entry of allowed) {
+    const name = entry.trim().toLowerCase();
+    if (name.startsWith('.')) {
+      suffixes.push(name);
+      exact.add(name.slice(1));
+    } else if (name) {
+      exact.add(name);
+    }
+  }
+  return (host) => {
+    if (host === undefined) return true;
+    const name = hostName(host);
+    return name === 'localhost' || isIpAddress(name) || exact.has(name) || suffixes.some((suffix) => name.endsWith(suffix));
+  };
+}
+
+/** The name of a `Host` header, lower case, without its port (an IPv6 address keeps its brackets). */
+function hostName(host: string): string {
+  const name = host.startsWith('[') ? host.slice(0, host.indexOf(']') + 1) : host.replace(/:\d*$/, '');
+  return name.toLowerCase().replace(/\.$/, '');
+}
+
+/** An IPv4 address in dotted form or a bracketed IPv6 address: no DNS name a page could re-point. */
+function isIpAddress(name: string): boolean {
+  return /^\d{1,3}(\.\d{1,3}){3}$/.test(name) || /^\[[0-9a-f:.]+\]$/.test(name);
+}
 
 /** Why a request target is refused, or `undefined` when it is a plain origin-form path. */
 function refuseTarget(incoming: IncomingMessage): string | undefined {
@@ -239,6 +290,8 @@ export interface ServeOptions {
   maxConnections?: number;
   /** How long a response's bytes may wait for more before one write; see {@link NodeListenerOptions.flushDelayMs}. Default 5. */
   flushDelayMs?: number;
+  /** The host names the server answers to (a guard against DNS rebinding); see {@link NodeListenerOptions.allowedHosts}. Default: any. */
+  allowedHosts?: readonly string[];
 }
 
 /** Default limits of {@link serve}. */
@@ -265,6 +318,7 @@ export function serve(options: ServeOptions): Promise<RunningServer> {
   const keepAliveTimeout = positive(options.keepAliveTimeoutMs, SERVE_DEFAULTS.keepAliveTimeoutMs, 'keepAliveTimeoutMs');
   const maxConnections = positive(options.maxConnections, SERVE_DEFAULTS.maxConnections, 'maxConnections');
   const listenerOptions: NodeListenerOptions = { flushDelayMs: nonNegative(options.flushDelayMs, DEFAULT_FLUSH_DELAY_MS, 'flushDelayMs') };
+  if (options.allowedHosts) listenerOptions.allowedHosts = options.allowedHosts;
   // Loaded here rather than with the package: a process that only uses the fetch or the stores
   // never pays for loading node:http.
   return import('node:http').then(({ createServer }) => {

@@ -29,6 +29,12 @@ function readCorsOrigins(raw: string | undefined): '*' | string[] | undefined {
   return raw.split(',').map((origin) => origin.trim()).filter((origin) => origin.length > 0);
 }
 
+/** `ALLOWED_HOSTS`: a comma-separated list of host names. */
+function readAllowedHosts(raw: string | undefined): string[] | undefined {
+  if (raw === undefined || raw.trim() === '') return undefined;
+  return raw.split(',').map((host) => host.trim()).filter((host) => host.length > 0);
+}
+
 function positiveNumber(raw: string, name: string): number {
   const value = Number(raw);
   if (!Number.isFinite(value) || value <= 0) fail(`${name} must be a positive number of milliseconds, got "${raw.slice(0, 40)}"`, 2);
@@ -42,6 +48,7 @@ function fail(message: string, code = 1): never {
 
 const port = readPort(process.argv.slice(2));
 const corsOrigins = readCorsOrigins(process.env.CORS_ORIGINS);
+const allowedHosts = readAllowedHosts(process.env.ALLOWED_HOSTS);
 // Ctrl-C (or a stop from the process manager) closes the server and exits with success; a second
 // one while closing, or one before the server is up, exits at once.
 let server: DevServer | undefined;
@@ -75,6 +82,7 @@ try {
     ...(process.env.INTERACTION_STORE_DIR ? { storeDirectory: process.env.INTERACTION_STORE_DIR } : {}),
     ...(process.env.UPSTREAM_URL ? { upstreamUrl: process.env.UPSTREAM_URL } : {}),
     ...(corsOrigins ? { corsOrigins } : {}),
+    ...(allowedHosts ? { allowedHosts } : {}),
     ...(process.env.SIMULATED_GEMINI_PORT ? { simulatedGeminiPort: portNumber(process.env.SIMULATED_GEMINI_PORT, 'SIMULATED_GEMINI_PORT') } : {}),
     drive: readDriveBackendConfig(process.env),
   });

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -72,6 +73,33 @@ describe('dev server process', () => {
     const empty = await post(first.url, { start: { segments: [] } });
     expect(empty.status).toBe(200);
     expect(await events(empty)).toEqual([{ error: { message: "start.segments: empty: Missing 'segments' in request body", code: 'BAD_REQUEST' } }]);
+  });
+});
+
+/** The status of a GET that names `host` in its `Host` header, as a page on a re-pointed domain would. */
+function statusFor(url: string, host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const request = http.get(`${url}/`, { headers: { host } }, (response) => {
+      response.resume();
+      resolve(response.statusCode ?? 0);
+    });
+    request.on('error', reject);
+  });
+}
+
+describe('dev server process: hosts', () => {
+  it('with a CORS origin list, serves only localhost, IP addresses and ALLOWED_HOSTS, and says so', async () => {
+    const { url, banner } = await startProcess({ CORS_ORIGINS: 'https://app.example.test', ALLOWED_HOSTS: 'agent.example.test' });
+    const port = new URL(url).port;
+    expect(banner).toContain('Hosts:     only requests for localhost, an IP address, agent.example.test are served');
+    expect(await statusFor(url, `localhost:${port}`)).toBe(200);
+    expect(await statusFor(url, `127.0.0.1:${port}`)).toBe(200);
+    expect(await statusFor(url, `agent.example.test:${port}`)).toBe(200);
+    expect(await statusFor(url, `rebound.example:${port}`)).toBe(403);
+    // Any origin may call by default, so any host is served.
+    const open = await startProcess({});
+    expect(open.banner).not.toContain('Hosts:');
+    expect(await statusFor(open.url, 'rebound.example')).toBe(200);
   });
 });
 

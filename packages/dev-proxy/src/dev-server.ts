@@ -54,6 +54,13 @@ export interface DevServerConfig {
   upstreamUrl?: string;
   /** Origins whose pages may call the server from a browser. Default `'*'`, as the reference dev backend. */
   corsOrigins?: '*' | readonly string[];
+  /**
+   * Host names the server answers to besides `localhost` and IP addresses; a request for another
+   * host gets 403. This keeps a page on a domain re-pointed at this machine (DNS rebinding) from
+   * calling as its own origin past a CORS list. Default: with a CORS origin list, none; with `'*'`,
+   * any host (every page may call then anyway).
+   */
+  allowedHosts?: readonly string[];
   /** Port of the simulated Gemini (when it runs). Default: a free one. */
   simulatedGeminiPort?: number;
   /** Where runs keep memory (Drive + Sheets); see `startDriveBackend`. */
@@ -177,9 +184,10 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
     return errorResponse(new AgentError('NOT_FOUND', `${request.method} ${pathname}: nothing here; the agent API is POST /v1beta1/streamRunAgent`));
   };
 
+  const allowedHosts = config.allowedHosts ?? (cors.origins === '*' ? undefined : []);
   let server: RunningServer;
   try {
-    server = await serve({ handler, port: config.port, host });
+    server = await serve({ handler, port: config.port, host, ...(allowedHosts ? { allowedHosts } : {}) });
   } catch (error) {
     await simulated?.close();
     await backing.close();
@@ -201,6 +209,7 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
       store: backing.description,
       upstreamUrl: config.upstreamUrl,
       cors,
+      allowedHosts,
       memoryLine: drive.bannerLine,
       ownersLine:
         drive.mode === 'google'
@@ -313,6 +322,7 @@ interface BannerFacts {
   store: string;
   upstreamUrl: string | undefined;
   cors: CorsOptions;
+  allowedHosts: readonly string[] | undefined;
   memoryLine: string;
   ownersLine: string;
 }
@@ -350,6 +360,9 @@ function banner(facts: BannerFacts): string {
     `           POST ${url}${UI_MESSAGE_STREAM_PATH}  (the AI SDK's useChat; GET ${UI_MESSAGE_STREAM_PATH}/{chatId} restores a chat)`,
     `Upstream:  ${facts.upstreamUrl ? `every other /v1beta1/* path (and media steps) -> ${displayUrl(facts.upstreamUrl)}` : 'none (set UPSTREAM_URL to forward other /v1beta1/* paths and media steps)'}`,
     `Browsers:  pages from ${origins} may call this server`,
+    ...(facts.allowedHosts
+      ? [`Hosts:     only requests for localhost, an IP address${facts.allowedHosts.map((name) => `, ${name}`).join('')} are served (ALLOWED_HOSTS adds names)`]
+      : []),
     `Store:     ${facts.store}`,
     '',
     'Start a run:',

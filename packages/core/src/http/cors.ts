@@ -131,7 +131,9 @@ export function withCors(handler: (request: Request) => Promise<Response>, optio
 /**
  * Whether `origin` names the host the request was sent to. The scheme is not compared, so a
  * server behind a TLS-terminating proxy (plain `http` inside, `https` outside) still sees its own
- * pages as same-origin; a page elsewhere cannot make the browser send another site's host.
+ * pages as same-origin. A page elsewhere cannot make the browser send another site's host, but a
+ * domain re-pointed at the server's address (DNS rebinding) sends its own: a server on a
+ * developer's machine refuses hosts it does not know (adapter-node's `allowedHosts`).
  */
 function isSameHost(origin: string, requestUrl: string): boolean {
   try {
