@@ -132,7 +132,8 @@ export async function claimInteraction(store: InteractionStore, id: string, opti
  * A record held by this process. Checkpoints overwrite its state, a heartbeat renews the lease,
  * and the segment ends with `commit` (the record is done with) or `release` (resumable at once).
  * Writes are serialised; a write that finds the record changed means another process took it
- * over after the lease ran out: `lost` aborts, and the run must stop.
+ * over after the lease ran out: `lost` aborts and `onLost` listeners are called, and the run must
+ * stop.
  */
 export class InteractionClaim {
   readonly id: string;
@@ -141,7 +142,11 @@ export class InteractionClaim {
   readonly #store: InteractionStore;
   readonly #leaseMs: number;
   readonly #now: () => number;
-  readonly #lost = new AbortController();
+  /** Why the record was lost (set once, when a write finds it taken over). */
+  #lostReason: AgentError | undefined;
+  /** Built only when someone asks for {@link lost}: a resume observes the loss through `onLost`. */
+  #lostController: AbortController | undefined;
+  #lostListeners: Array<(reason: AgentError) => void> = [];
   #meta: RecordMeta;
   #version: string;
   #queue: Promise<unknown> = Promise.resolve();
@@ -163,7 +168,20 @@ export class InteractionClaim {
 
   /** Aborts when the record was taken over by another process (its reason is a `CONFLICT` error). */
   get lost(): AbortSignal {
-    return this.#lost.signal;
+    if (!this.#lostController) {
+      this.#lostController = new AbortController();
+      if (this.#lostReason) this.#lostController.abort(this.#lostReason);
+    }
+    return this.#lostController.signal;
+  }
+
+  /**
+   * Calls `listener` with the `CONFLICT` error once the record is taken over by another process
+   * (at once when it already was). Cheaper than listening on {@link lost}: no signal is built.
+   */
+  onLost(listener: (reason: AgentError) => void): void {
+    if (this.#lostReason) listener(this.#lostReason);
+    else this.#lostListeners.push(listener);
   }
 
   /** Renews the lease every third of its length until the claim ends. */
@@ -200,13 +218,13 @@ export class InteractionClaim {
 
   #write(state: string | undefined): Promise<void> {
     const task = this.#queue.then(async () => {
-      if (this.#ended || this.#lost.signal.aborted) return;
+      if (this.#ended || this.#lostReason) return;
       const meta: RecordMeta = { ...this.#meta, lease: { token: this.#meta.lease?.token ?? crypto.randomUUID(), until: this.#now() + this.#leaseMs } };
       const write = state === undefined ? { meta: JSON.stringify(meta) } : { meta: JSON.stringify(meta), state };
       const version = await storeCall(this.id, 'checkpoint', () => this.#store.set(this.id, write, this.#version));
       if (version === undefined) {
         this.#stop();
-        this.#lost.abort(new AgentError('CONFLICT', `Interaction ${this.id} was taken over by another process after its lease ran out`));
+        this.#markLost(new AgentError('CONFLICT', `Interaction ${this.id} was taken over by another process after its lease ran out`));
         return;
       }
       this.#meta = meta;
@@ -219,12 +237,18 @@ export class InteractionClaim {
   async #finish(action: () => Promise<void>): Promise<void> {
     this.#stop();
     const task = this.#queue.then(async () => {
-      if (this.#ended || this.#lost.signal.aborted) return;
+      if (this.#ended || this.#lostReason) return;
       this.#ended = true;
       await storeCall(this.id, 'finish', action);
     });
     this.#queue = task.catch(() => undefined);
     await task;
+  }
+
+  #markLost(reason: AgentError): void {
+    this.#lostReason = reason;
+    this.#lostController?.abort(reason);
+    for (const listener of this.#lostListeners.splice(0)) listener(reason);
   }
 
   #stop(): void {

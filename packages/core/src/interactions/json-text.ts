@@ -29,7 +29,7 @@ export interface JsonTextOptions {
  * its values through this function, so every store refuses the same values the same way.
  */
 export function toJsonText(value: unknown, options: JsonTextOptions): string {
-  checkJson(value, [], options.maxDepth ?? MAX_STATE_DEPTH, new Set(), options.label);
+  assertJson(value, [], options.maxDepth ?? MAX_STATE_DEPTH, options.label);
   return withinLimit(JSON.stringify(value), options);
 }
 
@@ -43,17 +43,18 @@ export function toJsonText(value: unknown, options: JsonTextOptions): string {
 export function createJsonTextEncoder(options: JsonTextOptions): (value: unknown) => string {
   const maxDepth = options.maxDepth ?? MAX_STATE_DEPTH;
   const contentJson = createContentCache((content, index) => {
-    const path: PropertyKey[] = ['contents', index];
-    if (content === undefined) refuse(options.label, path, 'undefined is not JSON');
-    checkJson(content, path, maxDepth - 2, new Set(), options.label);
+    if (content === undefined) refuse(options.label, ['contents', index], 'undefined is not JSON');
+    assertJson(content, ['contents', index], maxDepth - 2, options.label);
     return JSON.stringify(content);
   });
   return (value) => {
     const contents = (value as { contents?: unknown } | null)?.contents;
     if (!Array.isArray(contents) || Object.getPrototypeOf(value) !== Object.prototype || maxDepth < 3) return toJsonText(value, options);
     const { contents: _contents, ...rest } = value as Record<string, unknown>;
-    checkJson(rest, [], maxDepth, new Set(), options.label);
-    return withinLimit(jsonWithContents(contents, rest, contentJson), options);
+    assertJson(rest, [], maxDepth, options.label);
+    // A state's other fields hold no fixed values (those are parts of requests): one
+    // `JSON.stringify` writes the same text faster than field by field.
+    return withinLimit(jsonWithContents(contents, rest, contentJson, stringifyObject), options);
   };
 }
 
@@ -70,6 +71,51 @@ function withinLimit(text: string, options: JsonTextOptions): string {
     }
   }
   return text;
+}
+
+function stringifyObject(value: object): string {
+  return JSON.stringify(value);
+}
+
+/**
+ * Refuses `value` (see {@link toJsonText}) unless it is JSON no deeper than `depthLeft`. The common
+ * case, a value that is JSON, is checked by {@link isJson}, which keeps no path and no set of the
+ * objects it is in; only a value it refuses is walked again by {@link checkJson} to name the
+ * problem, so every refusal reads as before (a cycle included, which `isJson` only sees as depth).
+ */
+function assertJson(value: unknown, path: PropertyKey[], depthLeft: number, label: string): void {
+  if (!isJson(value, depthLeft)) checkJson(value, path, depthLeft, new Set(), label);
+}
+
+/** Whether {@link checkJson} accepts `value` (for a value with no cycles; a cycle is `false`). */
+function isJson(value: unknown, depthLeft: number): boolean {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return true;
+    case 'number':
+      return Number.isFinite(value);
+    case 'object': {
+      if (value === null) return true;
+      if (depthLeft === 0) return false;
+      if (Array.isArray(value)) {
+        for (let index = 0; index < value.length; index += 1) {
+          const item: unknown = value[index];
+          if (item === undefined || !isJson(item, depthLeft - 1)) return false;
+        }
+        return true;
+      }
+      const prototype = Object.getPrototypeOf(value) as unknown;
+      if (prototype !== Object.prototype && prototype !== null) return false;
+      for (const key of Object.keys(value)) {
+        const item = (value as Record<string, unknown>)[key];
+        if (item !== undefined && !isJson(item, depthLeft - 1)) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
 }
 
 function checkJson(value: unknown, path: PropertyKey[], depthLeft: number, seen: Set<object>, label: string): void {

@@ -31,13 +31,14 @@ export function createContentCache<T>(make: (content: unknown, index: number) =>
 
 /**
  * The JSON of an object whose `contents` come as text from `contentJson` (a
- * {@link createContentCache} of texts), its other fields serialised whole (fixed ones from their kept
- * text, see {@link fieldsJson}): `contents` goes first.
+ * {@link createContentCache} of texts), its other fields serialised whole by `restJson` (by
+ * default fixed ones from their kept text, see {@link fieldsJson}): `contents` goes first.
  */
 export function jsonWithContents(
   contents: readonly unknown[],
   rest: object,
   contentJson: (content: unknown, index: number) => string,
+  restJson: (rest: object) => string = fieldsJson,
 ): string {
   let text = '{"contents":[';
   for (let index = 0; index < contents.length; index += 1) {
@@ -45,6 +46,6 @@ export function jsonWithContents(
     text += contentJson(contents[index], index);
   }
   text += ']';
-  const others = fieldsJson(rest);
+  const others = restJson(rest);
   return others === '{}' ? `${text}}` : `${text},${others.slice(1)}`;
 }

@@ -61,8 +61,7 @@ export async function runSegment(segment: Segment): Promise<void> {
   const { claim, environment } = segment;
   if (claim) {
     claim.startHeartbeat();
-    if (claim.lost.aborted) environment.abort(claim.lost.reason);
-    else claim.lost.addEventListener('abort', () => environment.abort(claim.lost.reason), { once: true });
+    claim.onLost((reason) => environment.abort(reason));
   }
   try {
     const journal = claim ? new CheckpointJournal(claim, segment.toolbox.definitions, segment.options, segment.unsaved === true) : undefined;

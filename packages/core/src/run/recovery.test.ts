@@ -276,6 +276,28 @@ describe('never lose a run', () => {
     expect(backend.requests).toHaveLength(2);
   });
 
+  it('stops a resumed run with CONFLICT when another process takes its record over, and leaves the record to it', async () => {
+    let id = '';
+    let store: InteractionStore = createMemoryInteractionStore();
+    const backend = createScriptedBackendClient(async (request) => {
+      if (!answered(request, 'chat_request_user_input')) return [functionCallChunk('chat_request_user_input', { user_message: 'Your name?' })];
+      // Another process claims the record (as after an expired lease) while the model answers.
+      const record = await store.get(id);
+      if (record) await store.set(id, { meta: '{"taken":true}' }, record.version);
+      return [thoughtChunk('one'), thoughtChunk('two'), thoughtChunk('three'), ...done('Hello')];
+    }, { chunkDelayMs: 20 });
+    store = createMemoryInteractionStore();
+    const ports: AgentPorts = { backend, store };
+    const suspended = (await collect(run(start('Greet me'), ports))).at(-1);
+    if (suspended?.type !== 'waitForInput') throw new Error('expected waitForInput');
+    id = suspended.interactionId;
+    // A short lease: its heartbeat finds the record changed within a few milliseconds.
+    const events = await collect(resume(id, { input: { role: 'user', parts: [{ text: 'Ada' }] } }, ports, { leaseMs: 15 }));
+    expect(events.at(-1)).toMatchObject({ type: 'error', code: 'CONFLICT' });
+    expect(events.some((event) => event.type === 'complete')).toBe(false);
+    expect((await store.get(id))?.meta).toBe('{"taken":true}');
+  });
+
   it('refuses a second simultaneous resume with CONFLICT', async () => {
     const backend = createScriptedBackendClient(async (request) =>
       answered(request, 'chat_request_user_input')
