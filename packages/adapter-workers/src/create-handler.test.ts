@@ -8,6 +8,7 @@ import { agentJsonRequest, agentRequest, typesOf, wireEvents } from '../test/hel
 import { createHandler, type WorkerHandlerOptions } from './create-handler.js';
 import { createDurableObjectInteractionStore } from './durable-object-interaction-store.js';
 import { createKvInteractionStore } from './kv-interaction-store.js';
+import type { SessionObject } from './session-object.js';
 
 type TestEnv = Cloudflare.Env;
 
@@ -207,6 +208,68 @@ describe('createHandler', () => {
     const events = await wireEvents(await send(greeterWorker(() => store), agentRequest(START)));
     expect(events.at(-1)?.error).toMatchObject({ code: 'PAYLOAD_TOO_LARGE', message: expect.stringContaining('more than the limit of 200 bytes') });
     expect(writes).toBe(0);
+  });
+
+  it('refuses the sessions endpoints with 501 when no session objects are bound, rather than hand out a session nothing can read', async () => {
+    let modelRequests = 0;
+    const worker = createHandler<TestEnv>({
+      createPorts: (workerEnv): AgentPorts => {
+        const backend = greeterBackend();
+        return {
+          store: createDurableObjectInteractionStore(workerEnv.INTERACTIONS),
+          backend: {
+            ...backend,
+            streamGenerateContent: (...args) => {
+              modelRequests += 1;
+              return backend.streamGenerateContent(...args);
+            },
+          },
+        };
+      },
+      sessionNamespace: () => undefined,
+    });
+    const base = 'https://agent.test/v1beta1/sessions/';
+    const json = (body: unknown) => ({ method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+    const requests = [
+      new Request(`${base}new`, json({ segments: [{ type: 'text', text: 'Greet me' }], accessToken: 'user-token' })),
+      new Request(`${base}some-session?alt=sse`),
+      new Request(`${base}some-session/status`),
+      new Request(`${base}some-session:resume`, json({ input: { parts: [{ text: 'Ada' }] } })),
+      new Request(`${base}some-session:cancel`, { method: 'POST' }),
+    ];
+    for (const request of requests) {
+      const response = await send(worker, request);
+      expect(response.status).toBe(501);
+      expect(await response.json()).toMatchObject({ error: { code: 'NOT_IMPLEMENTED', status: 501 } });
+    }
+    expect(modelRequests).toBe(0);
+    // The legacy endpoint still runs in the Worker itself.
+    expect(typesOf(await wireEvents(await send(worker, agentRequest(START)))).at(-1)).toBe('waitForInput');
+  });
+
+  it('answers an SSE caller with an error event when the object serving its request cannot be reached', async () => {
+    const sessions = env.SCRIPTED_SESSIONS;
+    const unreachable = {
+      newUniqueId: () => sessions.newUniqueId(),
+      idFromName: (name: string) => sessions.idFromName(name),
+      get: () => ({
+        fetch: async () => {
+          throw new Error('Network connection lost.');
+        },
+      }),
+    } as unknown as DurableObjectNamespace<SessionObject>;
+    const worker = createHandler<TestEnv>({ sessionNamespace: () => unreachable });
+    // The Opal client shows an error event's message, but only the status line of a non-2xx answer.
+    const streamed = await send(worker, agentRequest(START));
+    expect(streamed.status).toBe(200);
+    expect(streamed.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    expect(await wireEvents(streamed)).toEqual([{ error: { message: expect.any(String), code: 'INTERNAL' } }]);
+    // Other callers get the JSON error, as from the core handler.
+    const plain = await send(worker, agentJsonRequest(START));
+    expect(plain.status).toBe(500);
+    expect(await plain.json()).toMatchObject({ error: { code: 'INTERNAL', status: 500 } });
+    const session = await send(worker, new Request('https://agent.test/v1beta1/sessions/some-session/status'));
+    expect(session.status).toBe(500);
   });
 
   it('passes other paths to the fallback, or answers them with a 404 JSON error', async () => {

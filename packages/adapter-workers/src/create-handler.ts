@@ -1,5 +1,5 @@
-import type { AgentPorts, BackendClient, DriveOperationsClient, InteractionStore, RunOptions } from '@org/core';
-import { AGENT_RUN_PATHS, createAgentHandler, errorResponse, SESSIONS_PATH, type AgentRequestContext, type CorsOptions } from '@org/core/http';
+import { AgentError, type AgentPorts, type BackendClient, type DriveOperationsClient, type InteractionStore, type RunOptions } from '@org/core';
+import { AGENT_RUN_PATHS, createAgentHandler, errorResponse, runErrorResponse, SESSIONS_PATH, withCors, type AgentRequestContext, type CorsOptions } from '@org/core/http';
 import { agentHandlerOptionsFor } from './agent-handler-options.js';
 import type { InteractionStoreObject } from './durable-object-interaction-store.js';
 import type { SessionObject } from './session-object.js';
@@ -109,8 +109,16 @@ export function createHandler<Env = AgentWorkerEnv>(options: WorkerHandlerOption
         try {
           return await namespace.get(target).fetch(request as unknown as Request);
         } catch (error) {
-          return errorResponse(error);
+          // The object could not be reached (a deploy reset it, it is overloaded, ...): answer as
+          // the core handler answers a request it could not serve.
+          return AGENT_RUN_PATHS.includes(url.pathname) ? runErrorResponse(request as unknown as Request, error) : errorResponse(error);
         }
+      }
+      if (!namespace && url.pathname.startsWith(SESSIONS_PATH) && request.method !== 'OPTIONS') {
+        // Without session objects a session would live in this request's memory only: its id
+        // could never be read, resumed or cancelled by the next request, so none is handed out.
+        const refuse = async () => errorResponse(new AgentError('NOT_IMPLEMENTED', SESSIONS_NOT_SERVED));
+        return options.cors ? withCors(refuse, options.cors)(request as unknown as Request) : refuse();
       }
       const handler = createAgentHandler(
         agentHandlerOptionsFor(env, options, executionContext, (ports) => ({ ...ports, store: keepWritesAlive(ports.store, executionContext) })),
@@ -144,6 +152,8 @@ function keepWritesAlive(store: InteractionStore, executionContext: ExecutionCon
 }
 
 function noop(): void {}
+
+const SESSIONS_NOT_SERVED = 'This Worker serves no sessions: it has no SessionObject namespace bound; use POST /v1beta1/streamRunAgent';
 
 const SESSION_ROUTE = /^([A-Za-z0-9._-]{1,128})(?::(?:resume|cancel)|\/status)?$/;
 

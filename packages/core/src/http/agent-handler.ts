@@ -153,7 +153,6 @@ export function createAgentHandler(options: AgentHandlerOptions): (request: Requ
       response.headers.set('allow', 'POST, OPTIONS');
       return cors.decorate(request, response);
     }
-    const asSse = wantsSse(request, url);
     try {
       requireJson(request);
       const text = await readBody(request, maxBodyBytes, budget);
@@ -166,7 +165,7 @@ export function createAgentHandler(options: AgentHandlerOptions): (request: Requ
           : await resumeLegacy(service, body.resume.interactionId, body.resume.response as ResumeResponse, context, request.signal, keepAliveMs);
       return cors.decorate(request, new Response(stream, { status: 200, headers: sseHeaders() }));
     } catch (error) {
-      return cors.decorate(request, asSse ? sseErrorResponse(error) : errorResponse(error));
+      return cors.decorate(request, runErrorResponse(request, error));
     }
   };
 }
@@ -269,11 +268,14 @@ export function errorResponse(error: unknown): Response {
 }
 
 /**
- * The answer to a caller that asked for SSE (`?alt=sse` or `Accept: text/event-stream`): a 200
- * stream holding one `error` event with the message and code, which is what the Opal client can
- * show to its user (it reports any non-2xx answer only by its status line).
+ * The answer to a start or resume that could not be served. A caller that asked for SSE
+ * (`?alt=sse` or `Accept: text/event-stream`) gets a 200 stream holding one `error` event with the
+ * message and code, which is what the Opal client can show to its user (it reports any non-2xx
+ * answer only by its status line); any other caller gets {@link errorResponse}. Either way the
+ * message is stripped of secrets and server file paths.
  */
-function sseErrorResponse(error: unknown): Response {
+export function runErrorResponse(request: Request, error: unknown): Response {
+  if (!wantsSse(request)) return errorResponse(error);
   const agentError = publicError(error);
   const event = encodeSseEvent({ error: { message: agentError.message, code: agentError.code } });
   return new Response(event, { status: 200, headers: sseHeaders() });
@@ -288,8 +290,8 @@ export function sseHeaders(): Record<string, string> {
   };
 }
 
-function wantsSse(request: Request, url: URL): boolean {
-  return url.searchParams.get('alt') === 'sse' || (request.headers.get('accept') ?? '').toLowerCase().includes('text/event-stream');
+function wantsSse(request: Request): boolean {
+  return new URL(request.url).searchParams.get('alt') === 'sse' || (request.headers.get('accept') ?? '').toLowerCase().includes('text/event-stream');
 }
 
 /**

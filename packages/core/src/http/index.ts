@@ -3,6 +3,7 @@ export {
   createAgentHandler,
   digestOwner,
   errorResponse,
+  runErrorResponse,
   type AgentHandlerOptions,
   type AgentSessionsOptions,
   type AgentRequestContext,
