@@ -41,6 +41,18 @@ function setup(store: AgentPorts['store'] = createMemoryInteractionStore()) {
 }
 
 describe('createAgentHandler', () => {
+  it('takes the Authorization header when the body has no token, or an empty one, on every endpoint', async () => {
+    const { handler, tokens } = setup();
+    const header = { authorization: 'Bearer header-token' };
+    const start = JSON.stringify({ start: { segments: [{ textSegment: { text: 'Greet me' } }] }, accessToken: '' });
+    const interactionId = (await wireEvents(await handler(post(start, header)))).at(-1)?.waitForInput?.interactionId as string;
+    const resume = JSON.stringify({ resume: { interactionId, response: { input: { parts: [{ text: 'Ada' }] } } }, accessToken: '' });
+    expect((await wireEvents(await handler(post(resume, header)))).at(-1)).toMatchObject({ complete: { result: { success: true } } });
+    const created = await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x' }], accessToken: '' }), header, 'http://agent.test/v1beta1/sessions/new'));
+    expect(created.status).toBe(200);
+    expect(tokens).toEqual(['header-token', 'header-token', 'header-token']);
+  });
+
   it('streams a run as SSE, suspends, and resumes from a second request', async () => {
     const { handler, tokens } = setup();
     const first = await handler(post(JSON.stringify({ start: { segments: [{ textSegment: { text: 'Greet me' } }] }, accessToken: 'tok' })));
