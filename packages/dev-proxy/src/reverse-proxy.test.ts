@@ -188,6 +188,32 @@ describe('reverse proxy: reaches the upstream and nothing else', () => {
     expect(target.hits).toEqual([]);
   });
 
+  it('refuses segments a server that decodes or normalises paths would read as a dot segment, a separator or a control character', async () => {
+    dev = await startDevServer({ port: 0, upstreamUrl: await fakeUpstream() });
+    const targets = [
+      '/v1beta1/%c0%ae%c0%ae/x', // an overlong ".", not UTF-8
+      '/v1beta1/%EF%BC%8E%EF%BC%8E/x', // full-width dots, ".." once normalised
+      '/v1beta1/a%EF%BC%8Fb', // a full-width "/"
+      '/v1beta1/%EF%BC%BC..', // a full-width "\"
+      '/v1beta1/%09../x', // a tab, dropped by some servers
+      '/v1beta1/..%20/x', // a trailing space, dropped by some servers
+      '/v1beta1/..%3b/x', // an encoded ";"
+      '/v1beta1/x%0d%0aX-Injected:%20yes', // an encoded CR LF
+      '/v1beta1/x%7f',
+      '/v1beta1/%zz',
+    ];
+    for (const requestTarget of targets) {
+      const answer = await raw(dev.url, `GET ${requestTarget} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`);
+      expect(answer, requestTarget).toMatch(/^HTTP\/1\.1 400 /);
+      expect(answer, requestTarget).toContain('"code":"BAD_REQUEST"');
+    }
+    expect(received).toEqual([]);
+    // Encoded spaces, colons, "@" and other scripts are plain paths, forwarded as they came.
+    const plain = ['/v1beta1/files/My%20File.txt', '/v1beta1/models/m%3AgenerateContent', '/v1beta1/%E6%97%A5%E6%9C%AC%EF%BC%8Etxt', '/v1beta1/a@b'];
+    for (const path of plain) expect((await fetch(`${dev.url}${path}`)).status, path).toBe(200);
+    expect(received.map((request) => request.url)).toEqual(plain);
+  });
+
   it('keeps the path prefix of UPSTREAM_URL', async () => {
     const upstreamUrl = await fakeUpstream();
     dev = await startDevServer({ port: 0, upstreamUrl: `${upstreamUrl}/api/` });

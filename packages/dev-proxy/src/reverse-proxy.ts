@@ -47,8 +47,8 @@ const DEFAULT_HEADERS_TIMEOUT_MS = 120_000;
  * path, query, headers and bodies both ways, statuses and redirects as they are. It reaches
  * nothing but the upstream's origin under its path: a path that could mean something else to
  * another server (`//host`, `.` or `..` segments, percent-encoded `.`, `/`, `\` or `%`, control
- * characters) is refused with 400. Hop-by-hop headers, including those named in `Connection`, are
- * dropped both ways. An unreachable upstream is a 502 naming its origin.
+ * characters, or any of these once decoded and look-alikes folded) is refused with 400. Hop-by-hop
+ * headers, including those named in `Connection`, are dropped both ways. An unreachable upstream is a 502 naming its origin.
  *
  * @example
  * ```ts
@@ -132,8 +132,23 @@ function unsafePath(pathname: string): string | undefined {
     if (/%(?:2e|2f|5c|25|00)/i.test(segment)) return 'the path holds a percent-encoded ".", "/", "\\", "%" or NUL';
     // Control characters, backslashes and `;` (which some servers read as a path parameter, `..;`).
     if (/[\u0000-\u001f\u007f\\;]/.test(segment)) return 'the path holds a control character, "\\" or ";"';
+    // The same checks on what a server sees that decodes the segment, folds look-alikes (a full-width
+    // dot, U+FF0E, is "." under NFKC or a best-fit code page) or trims spaces.
+    const decoded = decodedSegment(segment);
+    if (decoded === undefined) return 'the path holds a "%" that is not UTF-8 percent-encoding';
+    const folded = decoded.normalize('NFKC');
+    if (folded.trim() === '.' || folded.trim() === '..') return 'the path holds a segment that decodes to "." or ".."';
+    if (/[\u0000-\u001f\u007f/\\;%]/.test(folded)) return 'the path holds a segment that decodes to a control character, "/", "\\", ";" or "%"';
   }
   return undefined;
+}
+
+function decodedSegment(segment: string): string | undefined {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
 }
 
 /** A copy of `source` without hop-by-hop headers, those `Connection` names, and `extra`. */

@@ -10,7 +10,7 @@ import {
 import { describe, expect, it } from 'vitest';
 import { AgentError } from '../errors/index.js';
 import { createGeminiBackendClient } from '../http/index.js';
-import type { AgentPorts, BackendClient, InteractionStore } from '../ports/index.js';
+import type { AgentPorts, BackendClient, InteractionStore, SessionLog } from '../ports/index.js';
 import { createMemorySessionLog, createMemoryEventBus } from '../sessions/memory-session-log.js';
 import { parseSseStream } from '../sse/index.js';
 import {
@@ -332,6 +332,88 @@ describe('createUiMessageStreamHandler with the AI SDK chat and DefaultChatTrans
 
     const elsewhere = await handler(new Request('http://chat.test/api/other', { method: 'POST' }));
     expect(elsewhere.status).toBe(404);
+  });
+
+  it('answers a chat id that is not valid percent-encoding with 404, as any other unknown id', async () => {
+    const { handler } = setup();
+    for (const id of ['%', '%E0%A4%A', 'a%2Fb', '%00']) {
+      for (const suffix of ['', '/stream']) {
+        const response = await handler(new Request(`${API}/${id}${suffix}`));
+        expect(response.status, id + suffix).toBe(404);
+        expect(await response.json(), id + suffix).toMatchObject({ error: { code: 'NOT_FOUND' } });
+      }
+    }
+  });
+
+  it('keeps server paths and credentials out of the errors of a failing session log, on the stream and as JSON', async () => {
+    const leak = "EACCES: open '/srv/secret/sessions/1.jsonl' (redis://admin:hunter2@10.0.0.5:6379)";
+    const memory = createMemorySessionLog();
+    const failing = { read: false, get: false };
+    const log: SessionLog = {
+      ...memory,
+      read: (id, after, limit) => (failing.read ? Promise.reject(new Error(leak)) : memory.read(id, after, limit)),
+      get: (id) => (failing.get ? Promise.reject(new Error(leak)) : memory.get(id)),
+    };
+    const { transport, exchanges } = setup({ sessions: { log, bus: createMemoryEventBus() } });
+    const chat = new TestChat({ id: 'chat-log', transport: transport(), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
+    await chat.sendMessage({ text: OBJECTIVE });
+    await settled(chat);
+
+    // Answering reads the run's status from the log: it fails as a JSON error.
+    failing.get = true;
+    await expect(answerName(chat, 'Ada')).rejects.toThrow(/INTERNAL/);
+    failing.get = false;
+    // A new message streams from the log: its reading fails mid-stream.
+    failing.read = true;
+    await chat.sendMessage({ text: 'Hello again' });
+    await expect(settled(chat)).rejects.toThrow();
+    const [answer, stream] = exchanges.slice(-2);
+    expect(answer?.status).toBe(500);
+    expect(chunksOf(stream?.stream ?? '')).toContainEqual({ type: 'data-error', data: expect.objectContaining({ code: 'INTERNAL' }) });
+    for (const exchange of [answer, stream]) {
+      expect(exchange?.stream).not.toMatch(/\/srv\/secret|hunter2/);
+      expect(exchange?.stream).toContain('[redacted]');
+    }
+  });
+
+  it('keeps, of two answers sent at once, the one the run took', async () => {
+    const { backend, gemini } = simulatedBackend();
+    // A store that takes a moment for each call, as a remote one does: both answers find the run waiting.
+    const memory = createMemoryInteractionStore();
+    const pause = () => new Promise((resolve) => setTimeout(resolve, 10));
+    const store: InteractionStore = {
+      ...memory,
+      get: async (id) => (await pause(), memory.get(id)),
+      set: async (id, record, expected) => (await pause(), memory.set(id, record, expected)),
+    };
+    const { handler, transport } = setup({ backend, store });
+    const chat = new TestChat({ id: 'chat-twice', transport: transport('token-a'), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
+    await chat.sendMessage({ text: OBJECTIVE });
+    await settled(chat);
+    const ask = toolPart(lastAssistant(chat), 'chat_request_user_input');
+    const answering = (name: string) => {
+      const messages = structuredClone(chat.messages);
+      const waiting = toolPart(messages.at(-1) as AgentUIMessage, 'chat_request_user_input');
+      Object.assign(waiting, { state: 'output-available', output: { input: { role: 'user', parts: [{ text: name }] } } });
+      return handler(
+        new Request(API, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: 'Bearer token-a' },
+          body: JSON.stringify({ id: 'chat-twice', trigger: 'submit-message', messages }),
+        }),
+      );
+    };
+    const answers = await Promise.all([answering('Ada'), answering('Mallory')]);
+    await Promise.all(answers.map((response) => response.text()));
+    expect(answers.map((response) => response.status).sort()).toEqual([200, 409]);
+    const taken = answers[0]?.status === 200 ? 'Ada' : 'Mallory';
+    expect(JSON.stringify(gemini.requests.at(-1)?.body.contents)).toContain(`"user_input":"${taken}"`);
+
+    const restored = await handler(new Request(`${API}/chat-twice`, { headers: { authorization: 'Bearer token-a' } }));
+    const { messages } = (await restored.json()) as { messages: AgentUIMessage[] };
+    const answered = toolPart(messages.at(-1) as AgentUIMessage, 'chat_request_user_input');
+    expect(answered.toolCallId).toBe(ask.toolCallId);
+    expect(answered).toMatchObject({ state: 'output-available', output: { input: { parts: [{ text: taken }] } } });
   });
 
   it('streams the UI message stream protocol: its header, a start with the message id, [DONE] at the end', async () => {

@@ -2,6 +2,7 @@ import { AgentError, toAgentError } from '../errors/index.js';
 import type { AgentRequestContext } from '../http/agent-handler.js';
 import { bearerToken, createBodyBudget, digestOwner, errorResponse, readBody, requireJson } from '../http/agent-handler.js';
 import { createCorsPolicy, type CorsOptions } from '../http/cors.js';
+import { publicError } from '../http/redact.js';
 import type { AgentPorts, EventBus, SessionInfo, SessionLog } from '../ports/index.js';
 import { parseJsonBody } from '../protocol/requests.js';
 import type { SuspendEventType } from '../protocol/events.js';
@@ -138,7 +139,7 @@ export function createUiMessageStreamHandler(options: UiMessageStreamHandlerOpti
       return post(chats, body, context, request.signal);
     }
     const match = /^([^/]+)(\/stream)?$/.exec(rest);
-    const chatId = match?.[1] === undefined ? undefined : decodeURIComponent(match[1]);
+    const chatId = match?.[1] === undefined ? undefined : decodedSegment(match[1]);
     if (!match || chatId === undefined || !CHAT_ID.test(chatId)) throw new AgentError('NOT_FOUND', `No chat endpoint at ${url.pathname}`);
     allow(request, 'GET', url);
     const context = await contextFor(request, bearerToken(request));
@@ -215,8 +216,8 @@ async function continueRun(
     });
   }
   const info = await chats.service.status(current.sessionId).catch((error: unknown) => {
-    const failure = toAgentError(error);
-    if (failure.code !== 'NOT_FOUND') throw failure;
+    // Anything but a missing session goes on as it was thrown, so the error response redacts it.
+    if (toAgentError(error).code !== 'NOT_FOUND') throw error;
     throw new AgentError('INTERACTION_NOT_FOUND', `The run of chat ${body.id} is no longer in the session log (it expired, or the log was kept in a process that stopped)`);
   });
   if (info.status === 'running') {
@@ -229,13 +230,26 @@ async function continueRun(
   if (info.status === 'suspended') {
     const pending = await pendingCall(chats.log, context.ports, current.sessionId, info);
     const { response, answer } = answerOf(message, index, pending.call);
-    // Kept first, so the conversation restored later shows the answer exactly as the app gave it.
-    await updateChat(context.ports.store, body.id, context.owner, (record) => ({
-      ...record,
-      runs: record.runs.map((run) => (run.sessionId === current.sessionId ? { ...run, answers: { ...run.answers, [pending.call.callId]: answer } } : run)),
-    }), chat);
-    if (pending.call.event.type === 'queryConsent') mapperOptions.awaitingResult = { callId: pending.call.callId, position: pending.position };
+    const callId = pending.call.callId;
+    let kept = false;
+    const keep = (replace: boolean, known?: StoredChat) =>
+      updateChat(context.ports.store, body.id, context.owner, (record) => {
+        kept = false;
+        const runs = record.runs.map((run) => {
+          if (run.sessionId !== current.sessionId || (!replace && run.answers[callId] !== undefined)) return run;
+          kept = true;
+          return { ...run, answers: { ...run.answers, [callId]: answer } };
+        });
+        return { ...record, runs };
+      }, known);
+    // Kept first, so the conversation restored later shows the answer exactly as the app gave it; but
+    // never over one already kept: of two answers sent at once, the run takes only the one whose resume wins.
+    await keep(false, chat);
+    if (pending.call.event.type === 'queryConsent') mapperOptions.awaitingResult = { callId, position: pending.position };
     await chats.service.resume(current.sessionId, response, context);
+    // This answer is the run's: it replaces one kept by a request whose resume lost or failed. The run
+    // goes on either way, so a failure here leaves only the restored conversation behind.
+    if (!kept) await keep(true).catch(() => undefined);
   } else {
     // Paused (a model failure, or a client that left): it goes on from its last checkpoint.
     await chats.service.resume(current.sessionId, {}, context);
@@ -346,7 +360,8 @@ function streamSession(
     try {
       next = await Promise.race([pending, tick]);
     } catch (error) {
-      const failure = toAgentError(error);
+      // A log's own failure may name its files or its connection URL: only what a caller may see goes out.
+      const failure = publicError(error);
       stream.enqueue(encode([{ type: 'data-error', data: { code: failure.code, message: failure.message, resumable: false } }, { type: 'error', errorText: failure.message }]));
       close(stream);
       return true;
@@ -383,6 +398,15 @@ function streamSession(
       'x-vercel-ai-ui-message-stream': 'v1',
     },
   });
+}
+
+/** A path segment decoded, or `undefined` when it is not valid percent-encoding (`%`, `%E0%A4%A`). */
+function decodedSegment(segment: string): string | undefined {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
 }
 
 function allow(request: Request, method: string, url: URL): void {
