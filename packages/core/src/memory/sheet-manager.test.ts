@@ -46,6 +46,17 @@ describe('createSheetManager', () => {
     expect(fake.requests[4]?.body).toEqual({ requests: [{ addSheet: { properties: { title: 'Scores' } } }] });
   });
 
+  it('takes a new tab away again when its header cannot be written, so the create can be tried again', async () => {
+    const { fake, sheets } = setup();
+    await sheets.createSheet('Scores', ['player']);
+    fake.failNext({ status: 400, method: 'PUT', path: '/values/' });
+    await expect(sheets.createSheet('Games', ['title'])).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+    const id = fake.files()[0]!.id as string;
+    expect(fake.sheets(id)?.map((sheet) => sheet.title)).toEqual(['intro', 'Scores']);
+    await sheets.createSheet('Games', ['title']);
+    expect(fake.sheetValues(id, 'Games')).toEqual([['title']]);
+  });
+
   it('finds the spreadsheet an earlier run created, and asks Drive only once per manager', async () => {
     const { fake, drive, sheets } = setup();
     await sheets.createSheet('Scores', ['player']);

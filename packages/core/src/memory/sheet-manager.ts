@@ -165,7 +165,15 @@ export function createSheetManager(options: SheetManagerOptions): SheetManager {
       // A new tab is 26 columns wide unless asked for more: wide enough for every column named.
       const properties = columns.length > DEFAULT_GRID.columns ? { title: name, gridProperties: { columnCount: columns.length } } : { title: name };
       await drive.updateSpreadsheet(id, [{ addSheet: { properties } }], signal);
-      await drive.setSpreadsheetValues(id, `${quoteSheetName(name)}!A1`, [[...columns]], signal);
+      try {
+        await drive.setSpreadsheetValues(id, `${quoteSheetName(name)}!A1`, [[...columns]], signal);
+      } catch (error) {
+        // A tab without its header would stay behind and make every later create of it fail as
+        // existing: it goes again, as far as Drive lets it, and the header's failure is reported.
+        const tab = (await tabs(id).catch(() => [])).find((candidate) => candidate.title === name);
+        if (tab) await drive.updateSpreadsheet(id, [{ deleteSheet: { sheetId: tab.sheetId } }]).catch(() => undefined);
+        throw error;
+      }
     },
     async readSheet(range, signal) {
       const id = await ensure(signal);
