@@ -65,6 +65,7 @@ export function createHandler(options: NodeHandlerOptions): (request: IncomingMe
     ...(agentOptions.cors ? { cors: agentOptions.cors } : {}),
     ...(agentOptions.maxBodyBytes === undefined ? {} : { maxBodyBytes: agentOptions.maxBodyBytes }),
     ...(agentOptions.maxBodyBytesInFlight === undefined ? {} : { maxBodyBytesInFlight: agentOptions.maxBodyBytesInFlight }),
+    ...(agentOptions.maxRunning === undefined ? {} : { maxRunning: agentOptions.maxRunning }),
     ...(agentOptions.maxJsonDepth === undefined ? {} : { maxJsonDepth: agentOptions.maxJsonDepth }),
     ...(agentOptions.keepAliveMs === undefined ? {} : { keepAliveMs: agentOptions.keepAliveMs }),
   });

@@ -43,6 +43,8 @@ export interface UiMessageStreamHandlerOptions {
   maxBodyBytes?: number;
   /** Most bytes of request bodies read at once, over all requests; past it, 429. Default 256 MiB. */
   maxBodyBytesInFlight?: number;
+  /** Most runs this endpoint runs at once; past it, a new message or an answer gets 429 (as `createAgentHandler`'s). Default: no limit. */
+  maxRunning?: number;
   /** Refuse bodies nesting arrays and objects deeper than this with 400. Default 64. */
   maxJsonDepth?: number;
   /** Refuse conversations of more messages than this with 400. Default 1000. */
@@ -112,6 +114,7 @@ export function createUiMessageStreamHandler(options: UiMessageStreamHandlerOpti
     bus: options.sessions?.bus ?? createMemoryEventBus(),
     pickUpContext: () => contextFor(undefined, undefined),
     ...(options.sessions?.livenessMs === undefined ? {} : { livenessMs: options.sessions.livenessMs }),
+    ...(options.maxRunning === undefined ? {} : { maxRunning: options.maxRunning }),
   });
   const chats: ChatRoutes = { service, log, keepAliveMs };
 

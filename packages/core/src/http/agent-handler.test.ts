@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { AgentPorts } from '../ports/index.js';
 import { parseSseStream } from '../sse/index.js';
 import {
@@ -132,6 +132,53 @@ describe('createAgentHandler', () => {
       expect(wrong.status, path).toBe(405);
       expect(wrong.headers.get('allow'), path).toBe(allow);
     }
+  });
+
+  it('with maxRunning, refuses starts and resumes past it with 429 and takes them again once runs stop', async () => {
+    let open = (): void => undefined;
+    let gate = Promise.resolve();
+    const hold = () => (gate = new Promise<void>((resolve) => (open = resolve)));
+    const backend = createScriptedBackendClient(async (request) => {
+      const answer = request.body.contents.at(-1)?.parts[0]?.functionResponse?.response?.user_input;
+      if (typeof answer === 'string') return [functionCallChunk('system_objective_fulfilled', { objective_outcome: `Hello ${answer}` })];
+      await gate;
+      return [functionCallChunk('chat_request_user_input', { user_message: 'Name?' })];
+    });
+    const store = createMemoryInteractionStore();
+    const handler = createAgentHandler({ createPorts: () => ({ backend, store }), maxRunning: 1 });
+    const sessions = 'http://agent.test/v1beta1/sessions';
+    const start = () => handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x' }] }), {}, `${sessions}/new`));
+    const suspended = async (sessionId: string) => {
+      await wireEvents(await handler(new Request(`${sessions}/${sessionId}?alt=sse`)));
+      expect(await (await handler(new Request(`${sessions}/${sessionId}/status`))).json()).toMatchObject({ status: 'suspended' });
+    };
+
+    hold();
+    const first = (await (await start()).json()) as { sessionId: string };
+    const refused = await start();
+    expect(refused.status).toBe(429);
+    expect(await refused.json()).toMatchObject({ error: { code: 'RATE_LIMITED', message: 'This server is running its most sessions at once (1); try again shortly' } });
+    const legacy = await wireEvents(await handler(post(JSON.stringify({ start: { segments: [{ textSegment: { text: 'x' } }] } }))));
+    expect(legacy).toEqual([{ error: { code: 'RATE_LIMITED', message: 'This server is running its most sessions at once (1); try again shortly' } }]);
+    open();
+    await suspended(first.sessionId);
+
+    // The first run waits for its user now: it no longer counts, so a second one starts...
+    hold();
+    const second = await vi.waitFor(async () => {
+      const answer = await start();
+      expect(answer.status).toBe(200);
+      return (await answer.json()) as { sessionId: string };
+    });
+    // ...and while it runs, the first cannot be resumed, but stays waiting for its answer.
+    const resume = () => handler(post(JSON.stringify({ input: { role: 'user', parts: [{ text: 'Ada' }] } }), {}, `${sessions}/${first.sessionId}:resume`));
+    expect((await resume()).status).toBe(429);
+    expect(await (await handler(new Request(`${sessions}/${first.sessionId}/status`))).json()).toMatchObject({ status: 'suspended' });
+    open();
+    await suspended(second.sessionId);
+    await vi.waitFor(async () => expect((await resume()).status).toBe(200));
+    const tail = await wireEvents(await handler(new Request(`${sessions}/${first.sessionId}?alt=sse`)));
+    expect(tail.find((event) => 'complete' in event)).toMatchObject({ complete: { result: { success: true, outcomes: { parts: [{ text: 'Hello Ada' }] } } } });
   });
 
   it('reads a :cancel body within the same limit, and takes an empty one with the token in the header', async () => {

@@ -56,6 +56,15 @@ export interface AgentHandlerOptions {
    * with 429 `RATE_LIMITED` instead of adding to the server's memory. Default 256 MiB.
    */
   maxBodyBytesInFlight?: number;
+  /**
+   * Most runs (session segments) this handler runs at once. Past it, a start or resume is refused
+   * with 429 `RATE_LIMITED` (an SSE caller gets it as an `error` event) and a session whose
+   * instance died is left for another instance to pick up. Each run keeps its history in memory
+   * and a model request open, so this bounds what a burst of callers can make a server hold. Runs
+   * resumed from a record saved outside sessions (by `run()` in your own code) are not counted.
+   * Default: no limit.
+   */
+  maxRunning?: number;
   /** Refuse bodies nesting arrays and objects deeper than this with 400. Default 64. */
   maxJsonDepth?: number;
   /** Refuse start requests with more segments than this with 400. Default 1000. */
@@ -127,6 +136,7 @@ export function createAgentHandler(options: AgentHandlerOptions): (request: Requ
     bus: options.sessions?.bus ?? createMemoryEventBus(),
     pickUpContext: () => contextFor(undefined, undefined),
     ...(options.sessions?.livenessMs === undefined ? {} : { livenessMs: options.sessions.livenessMs }),
+    ...(options.maxRunning === undefined ? {} : { maxRunning: options.maxRunning }),
   });
   const readJson = async (request: Request, readOptions?: { optional?: boolean }): Promise<unknown> => {
     requireJson(request);

@@ -36,6 +36,12 @@ export interface SessionServiceOptions {
   livenessMs?: number;
   /** How often a running segment checks the log for a cancel it may have missed. Default 2 000 ms. */
   cancelCheckMs?: number;
+  /**
+   * Most segments this instance runs at once. Past it, a start or a resume is refused with
+   * `RATE_LIMITED`, and a session whose instance died is left for another instance to pick up.
+   * Default: no limit.
+   */
+  maxRunning?: number;
 }
 
 /** One event of a session: its index in the log and its wire JSON. */
@@ -116,6 +122,28 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
   const cancelCheckMs = options.cancelCheckMs ?? 2_000;
   /** Segments running in this process, with their local readers (fed without the bus). */
   const local = new Map<string, LocalSegment>();
+  const maxRunning = options.maxRunning;
+  if (maxRunning !== undefined && !(maxRunning >= 1)) throw new TypeError(`maxRunning must be a number of at least 1, got ${maxRunning}`);
+  /** Segments about to start here: counted with the running ones until they are launched. */
+  let starting = 0;
+  /**
+   * Holds a place for a segment that is about to start, or refuses with `RATE_LIMITED` when this
+   * instance runs its most already. The place is given back (the returned function) once the
+   * segment is launched, from when it counts as running, or did not start.
+   */
+  const reserve = (): (() => void) => {
+    if (maxRunning !== undefined && local.size + starting >= maxRunning) {
+      throw new AgentError('RATE_LIMITED', `This server is running its most sessions at once (${maxRunning}); try again shortly`, {
+        details: { maxRunning },
+      });
+    }
+    starting += 1;
+    let held = true;
+    return () => {
+      if (held) starting -= 1;
+      held = false;
+    };
+  };
 
   const launch = (
     sessionId: string,
@@ -323,24 +351,36 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
   const pickUp = async (sessionId: string, found: SessionInfo, caller?: { context: SessionContext; response: ResumeResponse }): Promise<boolean> => {
     if (found.status !== 'running' || local.has(sessionId)) return false;
     if (!caller && !options.pickUpContext) return false;
-    const context = caller?.context ?? (await (options.pickUpContext as () => SessionContext | Promise<SessionContext>)());
-    const claimContext: SessionContext = found.owner === undefined ? context : { ...context, owner: found.owner };
-    let claim: InteractionClaim;
+    // Full here: a caller hears so; a session nobody asked for is left to another instance.
+    let release: () => void;
     try {
-      claim = await claimFor(sessionId, found, claimContext, context.runOptions?.leaseMs ?? DEFAULT_LEASE_MS);
-    } catch {
+      release = reserve();
+    } catch (error) {
+      if (caller) throw error;
       return false;
     }
-    if (caller === undefined && awaitsAnswer(claim)) {
-      // Its instance died after taking the owner's answer and before saving it: only the owner can
-      // give it again, so the session goes back to waiting for them.
-      await claim.release().catch(() => undefined);
-      await log.update(sessionId, { status: 'suspended', interactionId: claim.id }, ['running']).catch(() => undefined);
-      await bus.publish(channelOf(sessionId), 'end').catch(() => undefined);
-      return false;
+    try {
+      const context = caller?.context ?? (await (options.pickUpContext as () => SessionContext | Promise<SessionContext>)());
+      const claimContext: SessionContext = found.owner === undefined ? context : { ...context, owner: found.owner };
+      let claim: InteractionClaim;
+      try {
+        claim = await claimFor(sessionId, found, claimContext, context.runOptions?.leaseMs ?? DEFAULT_LEASE_MS);
+      } catch {
+        return false;
+      }
+      if (caller === undefined && awaitsAnswer(claim)) {
+        // Its instance died after taking the owner's answer and before saving it: only the owner can
+        // give it again, so the session goes back to waiting for them.
+        await claim.release().catch(() => undefined);
+        await log.update(sessionId, { status: 'suspended', interactionId: claim.id }, ['running']).catch(() => undefined);
+        await bus.publish(channelOf(sessionId), 'end').catch(() => undefined);
+        return false;
+      }
+      continueOn(sessionId, claim, caller?.response ?? {}, claimContext, caller === undefined);
+      return true;
+    } finally {
+      release();
     }
-    continueOn(sessionId, claim, caller?.response ?? {}, claimContext, caller === undefined);
-    return true;
   };
 
   /** The reading behind `events` and `eventBatches`: each array holds what was ready together. */
@@ -450,17 +490,22 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
 
   return {
     async start(request, context, startOptions) {
-      const sessionId = startOptions?.sessionId ?? crypto.randomUUID();
-      const created = await log.create(sessionId, {
-        interactionId: sessionId,
-        ...(context.owner === undefined ? {} : { owner: context.owner }),
-      });
-      if (!created) throw new AgentError('CONFLICT', `Session ${sessionId} already exists`);
-      const controller = new AbortController();
-      const runOptions: RunOptions = { ...context.runOptions, signal: controller.signal, interactionId: sessionId, sessionId };
-      if (context.owner !== undefined) runOptions.owner = context.owner;
-      launch(sessionId, controller, run(request, context.ports, runOptions), context);
-      return sessionId;
+      const release = reserve();
+      try {
+        const sessionId = startOptions?.sessionId ?? crypto.randomUUID();
+        const created = await log.create(sessionId, {
+          interactionId: sessionId,
+          ...(context.owner === undefined ? {} : { owner: context.owner }),
+        });
+        if (!created) throw new AgentError('CONFLICT', `Session ${sessionId} already exists`);
+        const controller = new AbortController();
+        const runOptions: RunOptions = { ...context.runOptions, signal: controller.signal, interactionId: sessionId, sessionId };
+        if (context.owner !== undefined) runOptions.owner = context.owner;
+        launch(sessionId, controller, run(request, context.ports, runOptions), context);
+        return sessionId;
+      } finally {
+        release();
+      }
     },
 
     async resume(sessionId, response, context) {
@@ -475,13 +520,18 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       if (found.status !== 'suspended' && found.status !== 'paused') {
         throw new AgentError('CONFLICT', `Session not in suspended status (current: ${found.status})`);
       }
-      const claim = await claimFor(sessionId, found, context, context.runOptions?.leaseMs);
-      const moved = await log.update(sessionId, { status: 'running' }, [found.status]);
-      if (!moved) {
-        await claim.release().catch(() => undefined);
-        throw new AgentError('CONFLICT', `Session ${sessionId} changed while resuming; try again`);
+      const release = reserve();
+      try {
+        const claim = await claimFor(sessionId, found, context, context.runOptions?.leaseMs);
+        const moved = await log.update(sessionId, { status: 'running' }, [found.status]);
+        if (!moved) {
+          await claim.release().catch(() => undefined);
+          throw new AgentError('CONFLICT', `Session ${sessionId} changed while resuming; try again`);
+        }
+        continueOn(sessionId, claim, response, context);
+      } finally {
+        release();
       }
-      continueOn(sessionId, claim, response, context);
     },
 
     async cancel(sessionId, context) {
