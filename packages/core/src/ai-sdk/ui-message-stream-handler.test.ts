@@ -416,6 +416,37 @@ describe('createUiMessageStreamHandler with the AI SDK chat and DefaultChatTrans
     expect(answered).toMatchObject({ state: 'output-available', output: { input: { parts: [{ text: taken }] } } });
   });
 
+  it('of two new messages sent at once, keeps the run of the one the chat kept last, and stops the other', async () => {
+    const memory = createMemoryInteractionStore();
+    const pause = () => new Promise((resolve) => setTimeout(resolve, 10));
+    const store: InteractionStore = {
+      ...memory,
+      get: async (id) => (await pause(), memory.get(id)),
+      set: async (id, record, expected) => (await pause(), memory.set(id, record, expected)),
+    };
+    const log = createMemorySessionLog();
+    const { handler } = setup({ store, sessions: { log, bus: createMemoryEventBus() } });
+    const send = (id: string) =>
+      handler(
+        new Request(API, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: 'Bearer token-a' },
+          body: JSON.stringify({ id: 'chat-race', trigger: 'submit-message', messages: [{ id, role: 'user', parts: [{ type: 'text', text: OBJECTIVE }] }] }),
+        }),
+      );
+    const answers = await Promise.all([send('m-1'), send('m-2')]);
+    await Promise.all(answers.map((response) => response.text()));
+    const restored = await handler(new Request(`${API}/chat-race`, { headers: { authorization: 'Bearer token-a' } }));
+    const { messages } = (await restored.json()) as { messages: AgentUIMessage[] };
+    const kept = messages.at(-1)?.id as string;
+    const record = JSON.parse((await memory.get('ui-chat.chat-race'))?.state as string) as { runs: Array<{ sessionId: string }> };
+    const runs = record.runs.map((run) => run.sessionId);
+    expect(runs).toHaveLength(2);
+    expect(kept).toBe(runs[1]);
+    expect((await log.get(runs[0] as string))?.status).toBe('cancelled');
+    expect((await log.get(runs[1] as string))?.status).toBe('suspended');
+  });
+
   it('streams the UI message stream protocol: its header, a start with the message id, [DONE] at the end', async () => {
     const { handler } = setup();
     const response = await handler(

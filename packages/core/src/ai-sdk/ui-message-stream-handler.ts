@@ -191,12 +191,25 @@ async function startRun(
   }
   const sessionId = await chats.service.start(start, context);
   const run: ChatRun = { sessionId, user: keptUserMessage(body.messages[index] as ChatMessageInput), answers: {} };
+  let latestBefore: string | undefined;
   try {
-    await updateChat(context.ports.store, body.id, context.owner, (record) => ({ ...record, runs: [...record.runs, run] }), chat);
+    await updateChat(
+      context.ports.store,
+      body.id,
+      context.owner,
+      (record) => {
+        latestBefore = record.runs.at(-1)?.sessionId;
+        return { ...record, runs: [...record.runs, run] };
+      },
+      chat,
+    );
   } catch (error) {
     await chats.service.cancel(sessionId, context).catch(() => undefined);
     throw error;
   }
+  // A new message sent at the same time started a run after this request looked: this one comes
+  // after it in the chat, so that run is replaced too rather than left running unseen.
+  if (latestBefore !== undefined && latestBefore !== previous?.sessionId) await chats.service.cancel(latestBefore, context).catch(() => undefined);
   return streamSession(chats, sessionId, -1, {}, signal, true);
 }
 
