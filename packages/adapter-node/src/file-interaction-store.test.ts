@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -70,5 +70,47 @@ describe('file interaction store errors', () => {
     await writeFile(path.join(directory, 'broken.meta'), '{not json');
     const broken = (await readable.get('broken').catch((error: unknown) => error)) as Error;
     expect(broken).toMatchObject({ code: 'STORE_ERROR', message: 'Interaction broken has a damaged record' });
+  });
+});
+
+describe('file interaction store with records edited by hand', () => {
+  it('never reads or deletes a file outside its folder that a meta file names', async () => {
+    const outside = await freshFolder();
+    const victim = path.join(outside, 'victim.txt');
+    await writeFile(victim, 'not the store’s');
+    const directory = await freshFolder();
+    const store = createFileInteractionStore({ directory });
+    const version = (await store.set('a', { meta: '{}', state: '"mine"' }, null)) as string;
+    const meta = JSON.parse(await readFile(path.join(directory, 'a.meta'), 'utf8')) as Record<string, unknown>;
+    await writeFile(path.join(directory, 'a.meta'), JSON.stringify({ ...meta, stateFile: path.relative(directory, victim) }));
+
+    await expect(store.get('a')).rejects.toMatchObject({ code: 'STORE_ERROR', message: 'Interaction a has a damaged record' });
+    await expect(store.set('a', { meta: '{}', state: '"new"' }, version)).resolves.toBeUndefined();
+    await expect(store.delete('a')).rejects.toMatchObject({ code: 'STORE_ERROR' });
+    expect(await readFile(victim, 'utf8')).toBe('not the store’s');
+  });
+
+  it('reports meta files without their fields as damaged, with a coded error that names no path', async () => {
+    const directory = await freshFolder();
+    const store = createFileInteractionStore({ directory });
+    const written = { meta: '{}', version: 'v-1', writtenAt: Date.now(), stateFile: '' };
+    const damaged = ['null', '[]', '{}', '"text"', JSON.stringify(written), JSON.stringify({ ...written, stateFile: 'b.v-1.state', writtenAt: 'now' })];
+    for (const text of damaged) {
+      await writeFile(path.join(directory, 'b.meta'), text);
+      const error = (await store.get('b').catch((caught: unknown) => caught)) as Error;
+      expect(error, text).toMatchObject({ code: 'STORE_ERROR', message: 'Interaction b has a damaged record' });
+      // A write finds no record it could update, and a new one replaces the damaged one.
+      expect(await store.set('b', { meta: '{}' }, 'v-1'), text).toBeUndefined();
+    }
+    expect(await store.set('b', { meta: '{}', state: '"fresh"' }, null)).toEqual(expect.any(String));
+    expect((await store.get('b'))?.state).toBe('"fresh"');
+  });
+
+  it('keeps ids of up to 200 characters, the longest it accepts', async () => {
+    const store = createFileInteractionStore({ directory: await freshFolder() });
+    const id = 'x'.repeat(200);
+    const version = (await store.set(id, { meta: '{}', state: '1' }, null)) as string;
+    expect(await store.set(id, { meta: '{}', state: '2' }, version)).toEqual(expect.any(String));
+    expect((await store.get(id))?.state).toBe('2');
   });
 });

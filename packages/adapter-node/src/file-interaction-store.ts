@@ -36,7 +36,8 @@ interface MetaFile {
  * exclusively (`O_EXCL`); a lock left by a process that died is broken after 10 s. Records older
  * than `ttlMs` read as absent and are swept from the folder.
  *
- * Errors name the interaction, never the folder.
+ * Errors name the interaction, never the folder. A meta file the store did not write (edited by
+ * hand, naming another file) is a `STORE_ERROR`, never followed.
  *
  * @example
  * ```ts
@@ -64,18 +65,25 @@ export function createFileInteractionStore(options: FileInteractionStoreOptions)
       if (codeOf(error) === 'ENOENT') return undefined;
       throw failure(id, 'read', error);
     }
-    let meta: MetaFile;
-    try {
-      meta = JSON.parse(text) as MetaFile;
-    } catch (error) {
-      throw new AgentError('STORE_ERROR', `Interaction ${id} has a damaged record`, { cause: error });
-    }
+    const meta = parseMetaFile(id, text);
+    if (!meta) throw new AgentError('STORE_ERROR', `Interaction ${id} has a damaged record`);
     if (Date.now() - meta.writtenAt >= ttlMs) return undefined;
     return meta;
   };
 
+  /** The meta file as it is, expired or not; `undefined` when missing or damaged (a write replaces it). */
+  const readMetaRaw = async (id: string): Promise<MetaFile | undefined> => {
+    try {
+      return parseMetaFile(id, await readFile(fileOf(id, '.meta'), 'utf8'));
+    } catch {
+      return undefined;
+    }
+  };
+
   const writeAtomically = async (file: string, text: string): Promise<void> => {
-    const temporary = `${file}.${randomUUID()}.tmp`;
+    // Not `<file>.<uuid>.tmp`: for ids near 200 characters that name would pass the file
+    // systems' 255-byte limit.
+    const temporary = path.join(directory, `${randomUUID()}.tmp`);
     try {
       await writeFile(temporary, text, 'utf8');
       await rename(temporary, file);
@@ -121,12 +129,11 @@ export function createFileInteractionStore(options: FileInteractionStoreOptions)
     for (const name of names) {
       if (!name.endsWith('.meta')) continue;
       const id = name.slice(0, -'.meta'.length);
-      const meta = await readFile(path.join(directory, name), 'utf8')
-        .then((text) => JSON.parse(text) as MetaFile)
-        .catch(() => undefined);
+      if (!SAFE_ID.test(id)) continue;
+      const meta = await readMetaRaw(id);
       if (meta && now - meta.writtenAt >= ttlMs) {
         await withLock(id, 'expire', async () => {
-          const current = await readMetaRaw(path.join(directory, name));
+          const current = await readMetaRaw(id);
           if (current && Date.now() - current.writtenAt >= ttlMs) await removeRecord(id, current);
         }).catch(() => undefined);
       }
@@ -160,7 +167,7 @@ export function createFileInteractionStore(options: FileInteractionStoreOptions)
       checkId(id);
       const version = await withLock(id, 'save', async () => {
         // Read whatever is there, expired or not, so an expired record's state file is removed too.
-        const previous = await readMetaRaw(fileOf(id, '.meta'));
+        const previous = await readMetaRaw(id);
         const current = previous && Date.now() - previous.writtenAt < ttlMs ? previous : undefined;
         if (expected === null ? current !== undefined : current?.version !== expected) return undefined;
         if (write.state === undefined && !current) throw new AgentError('STORE_ERROR', `Interaction ${id}: a new record needs a state`);
@@ -200,12 +207,25 @@ export function createFileInteractionStore(options: FileInteractionStoreOptions)
   };
 }
 
-async function readMetaRaw(file: string): Promise<MetaFile | undefined> {
+/** What follows `<id>.` in the name of a state file: the version that wrote it. */
+const STATE_FILE_TAIL = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.state$/;
+
+/** The meta file of `id` if it is one this store wrote; `undefined` for anything else. */
+function parseMetaFile(id: string, text: string): MetaFile | undefined {
+  let value: unknown;
   try {
-    return JSON.parse(await readFile(file, 'utf8')) as MetaFile;
+    value = JSON.parse(text);
   } catch {
     return undefined;
   }
+  if (typeof value !== 'object' || value === null) return undefined;
+  const { meta, version, writtenAt, stateFile } = value as Partial<Record<keyof MetaFile, unknown>>;
+  if (typeof meta !== 'string' || typeof version !== 'string' || typeof writtenAt !== 'number' || !Number.isFinite(writtenAt)) return undefined;
+  // The state file is always `<id>.<uuid>.state` in the store's folder. Any other name (a file
+  // edited by hand, or copied from another record) would have us read, and later delete, a file
+  // that is not this record's, possibly outside the folder.
+  if (typeof stateFile !== 'string' || !stateFile.startsWith(`${id}.`) || !STATE_FILE_TAIL.test(stateFile.slice(id.length + 1))) return undefined;
+  return { meta, version, writtenAt, stateFile };
 }
 
 async function breakStaleLock(lock: string): Promise<void> {

@@ -190,6 +190,17 @@ describe('file session log', () => {
     expect(error).toMatchObject({ code: 'STORE_ERROR', message: 'Session bitrot has a damaged event log at event 1' });
   });
 
+  it('reports a status file edited into something else as a damaged record, never as a session', async () => {
+    const directory = await freshFolder();
+    const log = createFileSessionLog({ directory });
+    await log.create('edited', { interactionId: 'i-1' });
+    for (const text of ['null', '[]', '{}', '{"status":"bogus"}', '{"status":5}', '{"status":"running","interactionId":7}', '{"status":"running","owner":{}}']) {
+      await writeFile(path.join(directory, 'edited.session', 'info.json'), text);
+      expect(await errorOf(log.get('edited')), text).toMatchObject({ code: 'STORE_ERROR', message: 'Session edited has a damaged record' });
+      expect(await errorOf(log.update('edited', { status: 'failed' })), text).toMatchObject({ code: 'STORE_ERROR' });
+    }
+  });
+
   it('takes over at once the lock of a process that died, and waits for a live holder', async () => {
     const directory = await freshFolder();
     const log = createFileSessionLog({ directory });

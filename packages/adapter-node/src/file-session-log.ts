@@ -18,7 +18,7 @@ import {
 import { readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { crc32 } from 'node:zlib';
-import { AgentError, type SessionInfo, type SessionLog, type SessionStatus } from '@org/core';
+import { AgentError, SESSION_STATUSES, type SessionInfo, type SessionLog, type SessionStatus } from '@org/core';
 import { acquireFileLock, codeOf, type FileLock } from './file-lock.js';
 import { checkTtl, storeFailure } from './store-failure.js';
 
@@ -157,11 +157,22 @@ export function createFileSessionLog(options: FileSessionLogOptions): SessionLog
       if (codeOf(error) === 'ENOENT') return undefined;
       throw error;
     }
+    let stored: unknown;
     try {
-      return JSON.parse(text) as StoredInfo;
+      stored = JSON.parse(text);
     } catch (error) {
       throw new AgentError('STORE_ERROR', `Session ${id} has a damaged record`, { cause: error });
     }
+    // A file edited by hand must not pass for a session the runtime would then act on.
+    const { status, interactionId, owner } = (stored ?? {}) as Partial<Record<keyof StoredInfo, unknown>>;
+    if (
+      !(SESSION_STATUSES as readonly unknown[]).includes(status) ||
+      (interactionId !== undefined && typeof interactionId !== 'string') ||
+      (owner !== undefined && typeof owner !== 'string')
+    ) {
+      throw new AgentError('STORE_ERROR', `Session ${id} has a damaged record`);
+    }
+    return stored as StoredInfo;
   };
 
   const writeInfo = (id: string, info: StoredInfo): void => {

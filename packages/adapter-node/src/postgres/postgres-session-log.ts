@@ -1,4 +1,4 @@
-import { AgentError } from '@org/core';
+import { AgentError, SESSION_STATUSES } from '@org/core';
 import type { SessionInfo, SessionLog, SessionStatus } from '@org/core';
 import { checkRecordId, checkTtl } from '../store-failure.js';
 import {
@@ -51,7 +51,7 @@ export function postgresSessionLogOn(
         FROM session, unnest($2::text[]) WITH ORDINALITY AS item(event, position)
       )
       SELECT first FROM session`,
-    read: `SELECT e.event FROM ${events} e JOIN ${sessions} s ON s.id = e.session_id
+    read: `SELECT e.event_index, e.event FROM ${events} e JOIN ${sessions} s ON s.id = e.session_id
       WHERE e.session_id = $1 AND s.expires_at > now() AND e.event_index > $2
       ORDER BY e.event_index LIMIT $3`,
     update: `UPDATE ${sessions} SET status = $2,
@@ -74,7 +74,12 @@ export function postgresSessionLogOn(
       const { rows } = await attempt(`read session ${id}`, () => connection.query(sql.get, [id]));
       const row = rows[0];
       if (!row) return undefined;
-      const info: SessionInfo = { status: row.status as SessionStatus, eventCount: Number(row.event_count) };
+      const eventCount = Number(row.event_count);
+      // A row edited by hand must not pass for a session the runtime would then act on.
+      if (!(SESSION_STATUSES as readonly unknown[]).includes(row.status) || !(eventCount >= 0)) {
+        throw new AgentError('STORE_ERROR', `Session ${id} has a damaged record`);
+      }
+      const info: SessionInfo = { status: row.status as SessionStatus, eventCount };
       if (row.interaction_id !== null) info.interactionId = decodeText(row.interaction_id as string);
       if (row.owner !== null) info.owner = decodeText(row.owner as string);
       return info;
@@ -92,7 +97,13 @@ export function postgresSessionLogOn(
       const from = Math.max(-1, Math.floor(after));
       if (!(count > 0) || !Number.isFinite(from) || from > 2_147_483_646) return [];
       const { rows } = await attempt(`read session ${id}`, () => connection.query(sql.read, [id, from, count]));
-      return rows.map((row) => decodeText(row.event as string));
+      // Indexes are dense by construction. A row deleted by hand would otherwise shift every later
+      // event onto the wrong index, and a reader would see one of them twice.
+      return rows.map((row, position) => {
+        const expected = from + 1 + position;
+        if (Number(row.event_index) !== expected) throw new AgentError('STORE_ERROR', `Session ${id} has a damaged event log at event ${expected}`);
+        return decodeText(row.event as string);
+      });
     },
     async update(id, change, from) {
       checkRecordId('Session', id);

@@ -138,6 +138,28 @@ describe('postgres stores', () => {
     expect(await store.set('i-1', { meta: '{}', state: '1' }, null)).toEqual(expect.any(String));
   });
 
+  it('reports a gap in the events of a session as a damaged log, never shifting later events onto its index', async () => {
+    const prefix = freshPrefix();
+    const log = createPostgresSessionLog({ pool: pool(), prefix });
+    await log.create('gap', { interactionId: 'i-1' });
+    await log.append('gap', ['{"n":0}', '{"n":1}', '{"n":2}', '{"n":3}']);
+    await pool().query(`DELETE FROM "${prefix}session_events" WHERE session_id = 'gap' AND event_index = 1`);
+    expect(await log.read('gap', -1, 1)).toEqual(['{"n":0}']);
+    await expect(log.read('gap', -1, 10)).rejects.toMatchObject({ code: 'STORE_ERROR', message: 'Session gap has a damaged event log at event 1' });
+    await expect(log.read('gap', 0, 10)).rejects.toMatchObject({ code: 'STORE_ERROR', message: 'Session gap has a damaged event log at event 1' });
+    expect(await log.read('gap', 1, 10)).toEqual(['{"n":2}', '{"n":3}']);
+  });
+
+  it('reports a session row edited into an unknown status as a damaged record', async () => {
+    const prefix = freshPrefix();
+    const log = createPostgresSessionLog({ pool: pool(), prefix });
+    await log.create('edited', { interactionId: 'i-1' });
+    await pool().query(`UPDATE "${prefix}sessions" SET status = 'bogus' WHERE id = 'edited'`);
+    await expect(log.get('edited')).rejects.toMatchObject({ code: 'STORE_ERROR', message: 'Session edited has a damaged record' });
+    await pool().query(`UPDATE "${prefix}sessions" SET status = 'running', event_count = -1 WHERE id = 'edited'`);
+    await expect(log.get('edited')).rejects.toMatchObject({ code: 'STORE_ERROR', message: 'Session edited has a damaged record' });
+  });
+
   it('refuses hostile ids with a coded error that names the id', async () => {
     await cases.expectHostileIdsRefused(
       createPostgresInteractionStore({ pool: pool(), prefix: freshPrefix() }),

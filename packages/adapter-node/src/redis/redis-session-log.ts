@@ -1,4 +1,4 @@
-import { AgentError } from '@org/core';
+import { AgentError, SESSION_STATUSES } from '@org/core';
 import type { SessionInfo, SessionLog, SessionStatus } from '@org/core';
 import { checkRecordId, checkTtl, storeFailure } from '../store-failure.js';
 import { defineRedisScript, openRedisConnection, replyText, type RedisConnection, type RedisConnectionOptions } from './redis-connection.js';
@@ -87,7 +87,13 @@ export function redisSessionLogOn(connection: RedisConnection, options: Pick<Red
       const reply = await attempt(`read session ${id}`, () => connection.command(['HMGET', keysOf(id)[0] as string, 'status', 'count', 'interactionId', 'owner']));
       const [status, count, interactionId, owner] = (reply as unknown[]).map(replyText);
       if (status === undefined) return undefined;
-      const info: SessionInfo = { status: status as SessionStatus, eventCount: Number(count ?? 0) };
+      const eventCount = Number(count ?? 0);
+      // A hash edited by hand (or by something else sharing the server) must not pass for a
+      // session: a NaN count would number the next events NaN.
+      if (!(SESSION_STATUSES as readonly string[]).includes(status) || !Number.isSafeInteger(eventCount) || eventCount < 0) {
+        throw new AgentError('STORE_ERROR', `Session ${id} has a damaged record`);
+      }
+      const info: SessionInfo = { status: status as SessionStatus, eventCount };
       if (interactionId !== undefined) info.interactionId = interactionId;
       if (owner !== undefined) info.owner = owner;
       return info;
@@ -101,8 +107,9 @@ export function redisSessionLogOn(connection: RedisConnection, options: Pick<Red
     async read(id, after, limit) {
       checkRecordId('Session', id);
       const start = Math.max(0, Math.floor(after) + 1);
-      const count = Math.floor(limit);
-      if (!(count > 0) || !Number.isFinite(start)) return [];
+      // LRANGE takes integers only (`1e+21` and `Infinity` are errors); no list reaches 2^53.
+      const count = Math.min(Math.floor(limit), 100_000);
+      if (!(count > 0) || !Number.isSafeInteger(start)) return [];
       const reply = await attempt(`read session ${id}`, () => connection.command(['LRANGE', keysOf(id)[1] as string, String(start), String(start + count - 1)]));
       return (reply as unknown[]).map((event) => replyText(event) ?? '');
     },

@@ -88,6 +88,29 @@ describe('redis stores', () => {
       .toEqual([]);
   });
 
+  it('reports a session hash edited into something else as a damaged record', async () => {
+    const prefix = freshPrefix();
+    const log = createRedisSessionLog({ client: client(), prefix });
+    for (const [field, value] of [
+      ['status', 'bogus'],
+      ['count', 'abc'],
+      ['count', '-1'],
+    ] as const) {
+      await client().sendCommand(['HSET', `${prefix}session:edited`, 'status', 'running', 'count', '0']);
+      await client().sendCommand(['HSET', `${prefix}session:edited`, field, value]);
+      await expect(log.get('edited'), `${field}=${value}`).rejects.toMatchObject({ code: 'STORE_ERROR', message: 'Session edited has a damaged record' });
+    }
+  });
+
+  it('reads with any cursor and limit a caller may pass, as the other logs do', async () => {
+    const log = createRedisSessionLog({ client: client(), prefix: freshPrefix() });
+    await log.create('s-1', { interactionId: 'i-1' });
+    await log.append('s-1', ['{"a":0}', '{"a":1}']);
+    expect(await log.read('s-1', -1, Number.POSITIVE_INFINITY)).toEqual(['{"a":0}', '{"a":1}']);
+    expect(await log.read('s-1', 0, 1e20)).toEqual(['{"a":1}']);
+    expect(await log.read('s-1', 1e300, 10)).toEqual([]);
+  });
+
   it('refuses hostile ids with a coded error that names the id', async () => {
     await cases.expectHostileIdsRefused(
       createRedisInteractionStore({ client: client(), prefix: freshPrefix() }),
