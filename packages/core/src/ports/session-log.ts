@@ -88,7 +88,12 @@ export interface EventSubscription {
  * ```
  */
 export interface EventBus {
-  /** Subscribes `listener` to `channel`; resolves once messages published from now on will reach it. */
+  /**
+   * Subscribes `listener` to `channel`; resolves once messages published from now on will reach it.
+   * The listener is called from the bus's own callbacks and must not throw: what it throws is not
+   * caught, and in Node it ends the process as any uncaught exception does. Keep it to queuing the
+   * message and waking whoever reads it.
+   */
   subscribe(channel: string, listener: (message: string) => void): Promise<EventSubscription>;
   /** Sends `message` to every current subscriber of `channel`, on every instance. */
   publish(channel: string, message: string): Promise<void>;
