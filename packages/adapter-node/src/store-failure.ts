@@ -33,6 +33,10 @@ export function failureReason(error: unknown, depth = 0): string {
     if (word) return word;
     const name = (error as { name?: unknown }).name;
     if (typeof name === 'string' && /^[A-Za-z]{1,40}$/.test(name) && name !== 'Error') return name;
+    // Some clients' errors keep the name `Error` but have a class of their own
+    // (node-redis's SocketClosedUnexpectedlyError when a connection breaks mid-command).
+    const className = (error as { constructor?: { name?: unknown } }).constructor?.name;
+    if (typeof className === 'string' && /^[A-Za-z]{1,60}$/.test(className) && className !== 'Error' && className !== 'Object') return className;
   }
   return 'error';
 }
