@@ -26,6 +26,19 @@ describeInteractionStoreConformance('file', async (options) => createFileInterac
 const dist = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../dist/index.js');
 
 describe('file interaction store', () => {
+  it('takes over at once the lock of a process that died while holding it', async () => {
+    const directory = await freshFolder();
+    const store = createFileInteractionStore({ directory });
+    await store.set('run-1', { meta: '{}', state: '{"a":1}' }, null);
+    // The lock a process (long gone: no such pid) left behind when it died mid-write.
+    await writeFile(path.join(directory, 'run-1.lock'), `${os.hostname()}\n2147483646\n${'0'.repeat(36)}\n`);
+    const record = await store.get('run-1');
+    const version = await store.set('run-1', { meta: '{}', state: '{"a":2}' }, record?.version ?? null);
+    expect(version).toBeTypeOf('string');
+    expect((await store.get('run-1'))?.state).toBe('{"a":2}');
+    expect((await readdir(directory)).filter((name) => name.endsWith('.lock'))).toEqual([]);
+  });
+
   it('refuses ids that could escape the folder, naming the id and not the folder', async () => {
     const directory = await freshFolder();
     const store = createFileInteractionStore({ directory });

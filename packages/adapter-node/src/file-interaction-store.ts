@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir, open, readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { AgentError, DEFAULT_INTERACTION_TTL_MS, type InteractionRecord, type InteractionStore } from '@org/core';
+import { acquireFileLock, codeOf, type FileLock } from './file-lock.js';
 
 /** Options of {@link createFileInteractionStore}. */
 export interface FileInteractionStoreOptions {
@@ -14,7 +15,7 @@ export interface FileInteractionStoreOptions {
 }
 
 const SAFE_ID = /^[A-Za-z0-9._-]{1,200}$/;
-/** A lock older than this belongs to a process that died while holding it. */
+/** A lock this old is taken over even when its holder may be alive (one whose process died goes at once). */
 const STALE_LOCK_MS = 10_000;
 /** How long a write waits for another process's lock before giving up. */
 const LOCK_WAIT_MS = 5_000;
@@ -33,8 +34,9 @@ interface MetaFile {
  * An `InteractionStore` in a folder that several processes may share: per record a small
  * `<id>.meta` file and a state file, both replaced by writing a temporary file and renaming it,
  * so a reader never sees half a record. Conditional writes hold a per-record lock file created
- * exclusively (`O_EXCL`); a lock left by a process that died is broken after 10 s. Records older
- * than `ttlMs` read as absent and are swept from the folder.
+ * exclusively (`O_EXCL`) that names its holder: a lock left by a process of this host that died
+ * is taken over at once, any other after 10 s. Records older than `ttlMs` read as absent and
+ * are swept from the folder.
  *
  * Errors name the interaction, never the folder. A meta file the store did not write (edited by
  * hand, naming another file) is a `STORE_ERROR`, never followed.
@@ -100,24 +102,19 @@ export function createFileInteractionStore(options: FileInteractionStoreOptions)
       ready = undefined;
       throw failure(id, action, error);
     }
-    const lock = fileOf(id, '.lock');
-    const deadline = Date.now() + LOCK_WAIT_MS;
-    for (;;) {
-      try {
-        const handle = await open(lock, 'wx');
-        await handle.close();
-        break;
-      } catch (error) {
-        if (codeOf(error) !== 'EEXIST') throw failure(id, action, error);
-      }
-      await breakStaleLock(lock);
-      if (Date.now() > deadline) throw new AgentError('STORE_ERROR', `Could not ${action} interaction ${id}: it stayed locked by another process`);
-      await new Promise((resolve) => setTimeout(resolve, 2 + Math.random() * 8));
+    // The lock names its holder, so one left by a process that died is taken over at once, and
+    // of several processes breaking an old lock together only one ends up holding it.
+    let lock: FileLock;
+    try {
+      lock = await acquireFileLock(fileOf(id, '.lock'), { waitMs: LOCK_WAIT_MS, staleMs: STALE_LOCK_MS });
+    } catch (error) {
+      if (codeOf(error) === 'ELOCKED') throw new AgentError('STORE_ERROR', `Could not ${action} interaction ${id}: it stayed locked by another process`);
+      throw failure(id, action, error);
     }
     try {
       return await body();
     } finally {
-      await unlink(lock).catch(() => undefined);
+      lock.release();
     }
   };
 
@@ -226,23 +223,6 @@ function parseMetaFile(id: string, text: string): MetaFile | undefined {
   // that is not this record's, possibly outside the folder.
   if (typeof stateFile !== 'string' || !stateFile.startsWith(`${id}.`) || !STATE_FILE_TAIL.test(stateFile.slice(id.length + 1))) return undefined;
   return { meta, version, writtenAt, stateFile };
-}
-
-async function breakStaleLock(lock: string): Promise<void> {
-  try {
-    const info = await stat(lock);
-    if (Date.now() - info.mtimeMs < STALE_LOCK_MS) return;
-    // Only one process wins the rename; the others find the lock gone or fresh.
-    const stale = `${lock}.${randomUUID()}.stale`;
-    await rename(lock, stale);
-    await rm(stale, { force: true });
-  } catch {
-    // Gone already, or taken by another breaker.
-  }
-}
-
-function codeOf(error: unknown): string | undefined {
-  return (error as NodeJS.ErrnoException | undefined)?.code;
 }
 
 /** A store failure that names the interaction and the system error code, never a path. */
