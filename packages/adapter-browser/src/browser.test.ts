@@ -49,6 +49,11 @@ type Checks = {
   suspendLocally(objective: string): Promise<string>;
   resumeLocally(id: string): Promise<{ types: string[]; result?: { success: boolean; outcomes?: unknown }; error?: string }>;
   memoryLocally(accessToken: string): Promise<string[]>;
+  saveInOpenStore(databaseName: string): Promise<string>;
+  useOpenStore(databaseName: string): Promise<{ written: string; read: string | null }>;
+  blockedUpgrade(): Promise<{ blocked: string; after: string; upgrade: string }>;
+  ids(): Promise<{ written: Record<string, string>; resumed: string[] }>;
+  withoutIndexedDb(objective: string): Promise<{ ranTurns: boolean; failure?: { kind?: string; code?: string } }>;
 };
 /** Calls `window.checks[name](...args)` in the page and returns what it resolves to. */
 const inPage = <K extends keyof Checks>(name: K, ...args: Parameters<Checks[K]>): ReturnType<Checks[K]> =>
@@ -71,6 +76,29 @@ describe('in Chromium', () => {
 
   it('opens a database of the earlier layout: adds what is missing, and its old entries read as absent', async () => {
     expect(await inPage('legacyDatabase')).toEqual({ old: null, created: 'string', fresh: '"new"' });
+  });
+
+  it('keeps working after the browser closed its connection (site data cleared)', async () => {
+    expect(await inPage('saveInOpenStore', 'cleared-under')).toBe('string');
+    const devtools = await page.context().newCDPSession(page);
+    await devtools.send('Storage.clearDataForOrigin', { origin: new URL(server.url).origin, storageTypes: 'indexeddb' });
+    await devtools.detach();
+    expect(await inPage('useOpenStore', 'cleared-under')).toEqual({ written: 'string', read: '"after"' });
+  });
+
+  it('an upgrade blocked by an older connection fails clearly and leaves no connection behind to block the next', async () => {
+    expect(await inPage('blockedUpgrade')).toEqual({ blocked: 'STORE_ERROR', after: 'string', upgrade: 'upgraded' });
+  });
+
+  it('refuses empty, over-long and control-character ids with BAD_REQUEST, as the server stores do', async () => {
+    expect(await inPage('ids')).toEqual({
+      written: { empty: 'BAD_REQUEST', longest: 'string', tooLong: 'BAD_REQUEST', huge: 'BAD_REQUEST', control: 'BAD_REQUEST', unicode: 'string' },
+      resumed: ['BAD_REQUEST'],
+    });
+  });
+
+  it('without IndexedDB an in-page run runs, and saving it is a STORE_ERROR of the run', async () => {
+    expect(await inPage('withoutIndexedDb', OBJECTIVE)).toEqual({ ranTurns: true, failure: { kind: 'run', code: 'STORE_ERROR' } });
   });
 
   it('a local run and a remote run of the same scenario produce the same event sequence', async () => {

@@ -13,7 +13,7 @@ export interface IndexedDbInteractionStoreOptions {
    * `PAYLOAD_TOO_LARGE` before writing. Default: the runtime's limit (64 MiB).
    */
   maxStateBytes?: number;
-  /** The IndexedDB factory. Default: the page's `indexedDB`. */
+  /** The IndexedDB factory. Default: the page's `indexedDB`; without one, every read or write is a `STORE_ERROR`. */
   indexedDB?: IDBFactory;
   /** Clock (epoch ms), for tests of expiry. */
   now?: () => number;
@@ -31,6 +31,9 @@ const WRITTEN_AT = 'writtenAt';
 
 /** Expired records are swept at most this often. */
 const SWEEP_EVERY_MS = 60_000;
+
+/** The longest interaction id kept, as in the server stores. */
+const MAX_ID_LENGTH = 512;
 
 /**
  * An `InteractionStore` in the browser's IndexedDB, so a suspended or interrupted in-page run
@@ -59,17 +62,19 @@ export function createIndexedDbInteractionStore(options: IndexedDbInteractionSto
   const ttlMs = options.ttlMs ?? DEFAULT_INTERACTION_TTL_MS;
   if (!(ttlMs > 0)) throw new TypeError(`createIndexedDbInteractionStore: ttlMs must be a positive number of milliseconds, got ${ttlMs}`);
   const factory = options.indexedDB ?? globalThis.indexedDB;
-  if (!factory) {
-    throw new TypeError('createIndexedDbInteractionStore: no IndexedDB here; pass options.indexedDB');
-  }
   let opening: Promise<IDBDatabase> | undefined;
   let lastSweep = 0;
 
-  const database = (): Promise<IDBDatabase> => {
-    opening ??= openDatabase(factory, databaseName, recordsName, statesName).then((db) => {
+  const database = (idb: IDBFactory): Promise<IDBDatabase> => {
+    opening ??= openDatabase(idb, databaseName, recordsName, statesName).then((db) => {
       // Another tab upgrading the schema: let it, and reopen on the next call.
       db.onversionchange = () => {
         db.close();
+        opening = undefined;
+      };
+      // The browser closed the connection itself (site data cleared, storage evicted): a closed
+      // connection refuses every transaction, so reopen on the next call.
+      db.onclose = () => {
         opening = undefined;
       };
       return db;
@@ -87,8 +92,11 @@ export function createIndexedDbInteractionStore(options: IndexedDbInteractionSto
     mode: IDBTransactionMode,
     work: (records: IDBObjectStore, states: IDBObjectStore) => Promise<T>,
   ): Promise<T> => {
+    // A private window or an embedded browser may have no IndexedDB: only a write or read fails,
+    // as when IndexedDB refuses to open, and a run that never needs the store is not stopped.
+    if (!factory) throw new AgentError('STORE_ERROR', `Could not ${action} interaction ${id}: there is no IndexedDB in this page (pass options.indexedDB or another store)`, { details: { interactionId: id } });
     try {
-      const db = await database();
+      const db = await database(factory);
       const transaction = db.transaction([recordsName, statesName], mode);
       const done = new Promise<void>((resolve, reject) => {
         transaction.oncomplete = () => resolve();
@@ -147,6 +155,7 @@ export function createIndexedDbInteractionStore(options: IndexedDbInteractionSto
   return {
     ...(options.maxStateBytes === undefined ? {} : { maxStateBytes: options.maxStateBytes }),
     async get(id) {
+      checkId(id);
       return transact(id, 'read', 'readonly', async (records, states) => {
         const [found, state] = await Promise.all([request(records.get(id)), request(states.get(id))]);
         const record = live(found);
@@ -156,6 +165,7 @@ export function createIndexedDbInteractionStore(options: IndexedDbInteractionSto
       });
     },
     async set(id, write, expected) {
+      checkId(id);
       if (expected === null && write.state === undefined) throw new AgentError('STORE_ERROR', `Interaction ${id}: a new record needs a state`);
       if (write.state !== undefined && options.maxStateBytes !== undefined) checkSize(id, write.state, options.maxStateBytes);
       const version = await transact(id, 'save', 'readwrite', async (records, states) => {
@@ -170,6 +180,7 @@ export function createIndexedDbInteractionStore(options: IndexedDbInteractionSto
       return version;
     },
     async delete(id, expected) {
+      checkId(id);
       return transact(id, 'delete', 'readwrite', async (records, states) => {
         const current = live(await request(records.get(id)));
         if (!current || (expected !== undefined && current.version !== expected)) return false;
@@ -184,6 +195,14 @@ export function createIndexedDbInteractionStore(options: IndexedDbInteractionSto
       void pending?.then((db) => db.close()).catch(() => undefined);
     },
   };
+}
+
+/** Refuses an id the server stores refuse too, before it reaches a key or a message. */
+function checkId(id: string): void {
+  if (typeof id !== 'string' || id.length === 0 || id.length > MAX_ID_LENGTH || /[\u0000-\u001f\u007f]/.test(id)) {
+    const shown = typeof id === 'string' ? JSON.stringify(id.slice(0, 80)) : typeof id;
+    throw new AgentError('BAD_REQUEST', `Interaction id ${shown} must be 1 to ${MAX_ID_LENGTH} characters without control characters`);
+  }
 }
 
 function checkSize(id: string, state: string, limit: number): void {
@@ -213,7 +232,11 @@ function addSchema(db: IDBDatabase, transaction: IDBTransaction | null, recordsN
 
 function openDatabase(factory: IDBFactory, name: string, recordsName: string, statesName: string): Promise<IDBDatabase> {
   return new Promise((resolve, reject) => {
-    const blocked = () => reject(new Error(`IndexedDB database ${name} is blocked by another tab holding an older version open`));
+    let refused = false;
+    const blocked = () => {
+      refused = true;
+      reject(new DOMException(`IndexedDB database ${name} is blocked by another tab holding an older version open`, 'BlockedError'));
+    };
     const open = factory.open(name);
     open.onupgradeneeded = () => addSchema(open.result, open.transaction, recordsName, statesName);
     open.onsuccess = () => {
@@ -228,7 +251,12 @@ function openDatabase(factory: IDBFactory, name: string, recordsName: string, st
       db.close();
       const upgrade = factory.open(name, version);
       upgrade.onupgradeneeded = () => addSchema(upgrade.result, upgrade.transaction, recordsName, statesName);
-      upgrade.onsuccess = () => resolve(upgrade.result);
+      upgrade.onsuccess = () => {
+        // A blocked upgrade still completes once the other tab lets go; nobody uses this
+        // connection then, and left open it would block every later upgrade, in every tab.
+        if (refused) upgrade.result.close();
+        else resolve(upgrade.result);
+      };
       upgrade.onerror = () => reject(upgrade.error);
       upgrade.onblocked = blocked;
     };

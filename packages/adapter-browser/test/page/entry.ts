@@ -129,6 +129,97 @@ const checks = {
     }
     return outcomes;
   },
+  /** Saves a record in a store kept open, so the test can clear the site's data under it. */
+  async saveInOpenStore(databaseName: string) {
+    const store = createIndexedDbInteractionStore({ databaseName });
+    openStores.set(databaseName, store);
+    return typeof (await store.set('before', { meta: '{}', state: '"before"' }, null));
+  },
+  /** Uses the store kept open by `saveInOpenStore` again: what a write and a read give. */
+  async useOpenStore(databaseName: string) {
+    const store = openStores.get(databaseName);
+    if (!store) throw new Error(`no open store ${databaseName}`);
+    const written = await store.set('after', { meta: '{}', state: '"after"' }, null).then((version) => typeof version, codeOf);
+    const read = await store.get('after').then((record) => record?.state ?? null, codeOf);
+    store.close();
+    return { written, read };
+  },
+  /**
+   * A connection to an older layout of the database stays open (another tab of an older app
+   * version): the store's upgrade is blocked. Once that connection closes, the store works, and a
+   * later upgrade (a newer app version) is not blocked by a connection the store left behind.
+   */
+  async blockedUpgrade() {
+    const databaseName = `blocked-${crypto.randomUUID()}`;
+    const older = await new Promise<IDBDatabase>((resolve) => {
+      const open = indexedDB.open(databaseName, 1);
+      open.onupgradeneeded = () => open.result.createObjectStore('legacy');
+      open.onsuccess = () => resolve(open.result);
+    });
+    const store = createIndexedDbInteractionStore({ databaseName });
+    const blocked = await store.set('x', { meta: '{}', state: '1' }, null).then((version) => typeof version, codeOf);
+    older.close();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const after = await store.set('x', { meta: '{}', state: '1' }, null).then((version) => typeof version, codeOf);
+    const upgrade = await new Promise<string>((resolve) => {
+      const open = indexedDB.open(databaseName, 100);
+      open.onblocked = () => resolve('blocked');
+      open.onsuccess = () => {
+        open.result.close();
+        resolve('upgraded');
+      };
+      open.onerror = () => resolve(`error ${open.error?.name}`);
+    });
+    store.close();
+    return { blocked, after, upgrade };
+  },
+  /** Interaction ids of several lengths and characters: what writing each gives. */
+  async ids() {
+    const store = createIndexedDbInteractionStore({ databaseName: `ids-${crypto.randomUUID()}` });
+    const cases: Record<string, string> = {
+      empty: '',
+      longest: 'a'.repeat(512),
+      tooLong: 'b'.repeat(513),
+      huge: 'c'.repeat(1_000_000),
+      control: 'a\u0000b',
+      unicode: 'r\u00e9sum\u00e9-\u{1f984}-/..\\%2F',
+    };
+    const written: Record<string, string> = {};
+    for (const [name, id] of Object.entries(cases)) {
+      written[name] = await store.set(id, { meta: '{}', state: '1' }, null).then((version) => typeof version, (error: unknown) => {
+        const message = (error as Error).message;
+        return `${codeOf(error)}${message.length > 200 ? ' (long message)' : ''}`;
+      });
+    }
+    const run = localClient('ids').resumeRun('d'.repeat(100_000), {});
+    const errors: string[] = [];
+    for await (const event of run.events) if (event.type === 'error') errors.push(event.code ?? 'none');
+    store.close();
+    return { written, resumed: errors };
+  },
+  /** An in-page run with the default store in a page without IndexedDB: how its result fails. */
+  async withoutIndexedDb(objective: string) {
+    const descriptor = Object.getOwnPropertyDescriptor(globalThis, 'indexedDB');
+    Object.defineProperty(globalThis, 'indexedDB', { value: undefined, configurable: true });
+    try {
+      const gemini = createSimulatedGemini();
+      const backend = createGeminiBackendClient({ apiKey: 'simulated', fetch: (input, init) => gemini.fetch(new Request(input, init)) });
+      const run = createBrowserAgentClient({ runIn: 'page', backend }).startRun(objective, { onSuspend: answers });
+      const types: string[] = [];
+      try {
+        for await (const event of run.events) types.push(event.type);
+      } catch {
+        // The result says why.
+      }
+      const failure = await run.result.then(
+        () => undefined,
+        (error: { kind?: string; code?: string }) => ({ kind: error.kind, code: error.code }),
+      );
+      return { ranTurns: types.includes('functionCall'), failure };
+    } finally {
+      if (descriptor) Object.defineProperty(globalThis, 'indexedDB', descriptor);
+    }
+  },
   /** After a reload: resumes the saved run from IndexedDB and finishes it. */
   async resumeLocally(interactionId: string) {
     const run = localClient('reload').resumeRun(interactionId, answers({ type: 'waitForInput' } as AgentEvent), { onSuspend: answers });
@@ -141,6 +232,14 @@ const checks = {
     return { types, ...outcome };
   },
 };
+
+/** Stores kept open between two checks. */
+const openStores = new Map<string, ReturnType<typeof createIndexedDbInteractionStore>>();
+
+/** The code of a coded error, else its name. */
+function codeOf(error: unknown): string {
+  return (error as { code?: string }).code ?? (error as Error).name;
+}
 
 function openRaw(name: string): Promise<IDBDatabase> {
   return new Promise((resolve, reject) => {
