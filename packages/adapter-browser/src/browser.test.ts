@@ -54,6 +54,7 @@ type Checks = {
   blockedUpgrade(): Promise<{ blocked: string; after: string; upgrade: string }>;
   ids(): Promise<{ written: Record<string, string>; resumed: string[] }>;
   withoutIndexedDb(objective: string): Promise<{ ranTurns: boolean; failure?: { kind?: string; code?: string } }>;
+  throughGateway(objective: string): Promise<{ outcome: boolean; keys: Array<string | null> }>;
 };
 /** Calls `window.checks[name](...args)` in the page and returns what it resolves to. */
 const inPage = <K extends keyof Checks>(name: K, ...args: Parameters<Checks[K]>): ReturnType<Checks[K]> =>
@@ -95,6 +96,10 @@ describe('in Chromium', () => {
       written: { empty: 'BAD_REQUEST', longest: 'string', tooLong: 'BAD_REQUEST', huge: 'BAD_REQUEST', control: 'BAD_REQUEST', unicode: 'string' },
       resumed: ['BAD_REQUEST'],
     });
+  });
+
+  it('runs in the page without a key through a geminiBaseUrl gateway, sending it no credential', async () => {
+    expect(await inPage('throughGateway', OBJECTIVE)).toEqual({ outcome: true, keys: [null] });
   });
 
   it('without IndexedDB an in-page run runs, and saving it is a STORE_ERROR of the run', async () => {

@@ -17,7 +17,7 @@ import { createIndexedDbInteractionStore } from './indexed-db-interaction-store.
 export interface LocalAgentOptions extends Omit<RunOptions, 'signal'> {
   /** The model backend. Default: the Gemini API called from the page with `geminiApiKey`. */
   backend?: BackendClient;
-  /** Key for the default backend (ignored when `backend` is given). */
+  /** Key for the default backend (ignored when `backend` is given); not needed with a `geminiBaseUrl` that adds it. */
   geminiApiKey?: string;
   /** Base URL for the default backend, e.g. a gateway that adds the key server-side. */
   geminiBaseUrl?: string;
@@ -95,13 +95,14 @@ export function createLocalAgentRun(input: RunInput, options: LocalAgentOptions 
 }
 
 function defaultBackend(apiKey: string | undefined, baseUrl: string | undefined, fetchFn: typeof fetch | undefined): BackendClient {
-  if (!apiKey) {
-    throw new TypeError('createLocalAgentClient: pass `backend`, or `geminiApiKey` for the default Gemini backend');
+  // A gateway at `geminiBaseUrl` may add the key itself; Google's own endpoint needs one from here.
+  if (!apiKey && !baseUrl) {
+    throw new TypeError('createLocalAgentClient: pass `backend`, or `geminiApiKey` (or `geminiBaseUrl` of a gateway that adds the key) for the default Gemini backend');
   }
   const options: Parameters<typeof createGeminiBackendClient>[0] = {
-    apiKey,
     fetch: fetchFn ?? ((input, init) => globalThis.fetch(input, init)),
   };
+  if (apiKey) options.apiKey = apiKey;
   if (baseUrl) options.baseUrl = baseUrl;
   return createGeminiBackendClient(options);
 }

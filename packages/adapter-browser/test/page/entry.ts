@@ -93,6 +93,27 @@ const checks = {
   async local(objective: string) {
     return play(localClient('local-run'), objective);
   },
+  /** An in-page run with no key, through a gateway that adds one: what reached the gateway. */
+  async throughGateway(objective: string) {
+    const gemini = createSimulatedGemini();
+    const keys: Array<string | null> = [];
+    const client = createBrowserAgentClient({
+      runIn: 'page',
+      geminiBaseUrl: `${location.origin}/gemini-gateway/v1beta`,
+      fetch: async (input, init) => {
+        const request = new Request(input, init);
+        keys.push(request.headers.get('x-goog-api-key') ?? request.headers.get('authorization'));
+        // The gateway: Google's path, with the key it keeps.
+        const headers = new Headers(request.headers);
+        headers.set('x-goog-api-key', 'gateway-key');
+        const path = new URL(request.url).pathname.replace('/gemini-gateway', '');
+        return gemini.fetch(new Request(`https://generativelanguage.googleapis.com${path}?alt=sse`, { method: request.method, headers, body: await request.text() }));
+      },
+      store: createIndexedDbInteractionStore({ databaseName: 'gateway-run' }),
+    });
+    const played = await play(client, objective);
+    return { outcome: played.result.success, keys: [...new Set(keys)] };
+  },
   async remote(objective: string) {
     return play(createBrowserAgentClient({ runIn: 'server', baseUrl: location.origin }), objective);
   },

@@ -89,6 +89,14 @@ describe('createGeminiBackendClient', () => {
     expect(JSON.parse(seen[0]?.body ?? '{}')).toEqual({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] });
   });
 
+  it('sends no credential to a gateway that adds its own, and refuses to call Google with none', async () => {
+    const { baseUrl, seen } = await gemini((_request, response) => sse(response, textEvent('hi', 'STOP')));
+    const client = createGeminiBackendClient({ fetch, baseUrl });
+    expect(await collect(client.streamGenerateContent('gemini-2.5-flash', { contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }))).toHaveLength(1);
+    expect(seen[0]?.key).toBe('undefined');
+    expect(() => createGeminiBackendClient({ fetch })).toThrow(expect.objectContaining({ code: 'UNAUTHENTICATED' }));
+  });
+
   it('maps a 400 JSON body served as SSE to MODEL_ERROR with the provider message', async () => {
     const body = fixture('error-400-missing-thought-signature.json');
     const { baseUrl } = await gemini((_request, response) => jsonError(response, 400, body));

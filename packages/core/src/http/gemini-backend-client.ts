@@ -28,7 +28,10 @@ export interface RetryOptions {
 
 /** Options of {@link createGeminiBackendClient}. */
 export interface GeminiBackendClientOptions {
-  /** Sent as `x-goog-api-key`. One of `apiKey` and `accessToken` is required. */
+  /**
+   * Sent as `x-goog-api-key`. One of `apiKey` and `accessToken` is required, unless `baseUrl`
+   * points at a gateway that adds the credentials itself: then requests carry neither.
+   */
   apiKey?: string;
   /** An OAuth token, sent as `Authorization: Bearer` (used when requests run as the user). */
   accessToken?: string;
@@ -69,10 +72,11 @@ const MAX_ERROR_BODY_BYTES = 64 * 1024;
  * ```
  */
 export function createGeminiBackendClient(options: GeminiBackendClientOptions): BackendClient {
-  if (!options.apiKey && !options.accessToken) {
-    throw new AgentError('UNAUTHENTICATED', 'createGeminiBackendClient needs options.apiKey or options.accessToken');
-  }
   const baseUrl = (options.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, '');
+  // Google's own endpoint answers nothing without a credential; a gateway may add its own.
+  if (!options.apiKey && !options.accessToken && baseUrl === DEFAULT_BASE_URL) {
+    throw new AgentError('UNAUTHENTICATED', 'createGeminiBackendClient needs options.apiKey or options.accessToken (or a baseUrl of a gateway that adds them)');
+  }
   // What must never reach a message: the key, the token, credentials in the base URL, header values.
   const secrets = [options.apiKey, options.accessToken, ...secretsOfUrl(baseUrl), ...Object.values(options.headers ?? {})];
   const maxAttempts = options.retry?.maxAttempts ?? 5;
@@ -376,7 +380,7 @@ async function sendJson(
       method,
       headers: {
         'content-type': 'application/json',
-        ...(options.apiKey ? { 'x-goog-api-key': options.apiKey } : { authorization: `Bearer ${options.accessToken}` }),
+        ...credentialHeaders(options),
         ...options.headers,
       },
       body: JSON.stringify(body),
@@ -393,6 +397,12 @@ async function sendJson(
   }
 }
 
+/** The key or the token as Google takes them; nothing for a gateway that adds its own. */
+function credentialHeaders(options: GeminiBackendClientOptions): Record<string, string> {
+  if (options.apiKey) return { 'x-goog-api-key': options.apiKey };
+  return options.accessToken ? { authorization: `Bearer ${options.accessToken}` } : {};
+}
+
 async function send(
   options: GeminiBackendClientOptions,
   url: string,
@@ -405,7 +415,7 @@ async function send(
       method: 'POST',
       headers: {
         'content-type': 'application/json',
-        ...(options.apiKey ? { 'x-goog-api-key': options.apiKey } : { authorization: `Bearer ${options.accessToken}` }),
+        ...credentialHeaders(options),
         ...options.headers,
       },
       body,
