@@ -260,11 +260,27 @@ export class InteractionClaim {
 function parseMeta(id: string, text: string): RecordMeta {
   try {
     const meta = JSON.parse(text) as unknown;
-    if (typeof meta === 'object' && meta !== null && !Array.isArray(meta)) return meta as RecordMeta;
+    if (isRecordMeta(meta)) return meta;
   } catch {
     // Reported below.
   }
   throw new AgentError('STORE_ERROR', `Interaction ${id} has a record this runtime cannot read`);
+}
+
+/**
+ * Whether a parsed meta has the form this runtime writes. A record edited by hand (an owner that
+ * is a number, a lease whose end is not a time) must not be taken for someone else's run, nor
+ * claimed past a lease it cannot read.
+ */
+function isRecordMeta(value: unknown): value is RecordMeta {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const { owner, sessionId, lease } = value as { owner?: unknown; sessionId?: unknown; lease?: unknown };
+  if (owner !== undefined && typeof owner !== 'string') return false;
+  if (sessionId !== undefined && typeof sessionId !== 'string') return false;
+  if (lease === undefined) return true;
+  if (typeof lease !== 'object' || lease === null) return false;
+  const { token, until } = lease as { token?: unknown; until?: unknown };
+  return typeof token === 'string' && typeof until === 'number' && Number.isFinite(until);
 }
 
 /** Runs a store operation; anything it throws that is not already coded becomes `STORE_ERROR`. */

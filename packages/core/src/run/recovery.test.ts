@@ -298,6 +298,22 @@ describe('never lose a run', () => {
     expect((await store.get(id))?.meta).toBe('{"taken":true}');
   });
 
+  it('refuses to resume a record whose meta was edited into a form it never writes, claiming nothing', async () => {
+    const backend = createScriptedBackendClient(() => [functionCallChunk('chat_request_user_input', { user_message: 'Your name?' })]);
+    const store = createMemoryInteractionStore();
+    const ports: AgentPorts = { backend, store };
+    for (const meta of ['{"owner":5}', '{"lease":{"token":"t","until":"soon"}}', '{"sessionId":["s"]}']) {
+      const suspended = (await collect(run(start('Greet me'), ports))).at(-1);
+      if (suspended?.type !== 'waitForInput') throw new Error('expected waitForInput');
+      const id = suspended.interactionId;
+      const record = await store.get(id);
+      await store.set(id, { meta }, record?.version ?? null);
+      const events = await collect(resume(id, { input: { role: 'user', parts: [{ text: 'Ada' }] } }, ports));
+      expect(events.at(-1), meta).toMatchObject({ type: 'error', code: 'STORE_ERROR', message: `Interaction ${id} has a record this runtime cannot read` });
+      expect((await store.get(id))?.meta, meta).toBe(meta);
+    }
+  });
+
   it('refuses a second simultaneous resume with CONFLICT', async () => {
     const backend = createScriptedBackendClient(async (request) =>
       answered(request, 'chat_request_user_input')
