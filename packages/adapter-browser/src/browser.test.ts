@@ -55,6 +55,7 @@ type Checks = {
   ids(): Promise<{ written: Record<string, string>; resumed: string[] }>;
   withoutIndexedDb(objective: string): Promise<{ ranTurns: boolean; failure?: { kind?: string; code?: string } }>;
   throughGateway(objective: string): Promise<{ outcome: boolean; keys: Array<string | null> }>;
+  missingBackend(): string;
 };
 /** Calls `window.checks[name](...args)` in the page and returns what it resolves to. */
 const inPage = <K extends keyof Checks>(name: K, ...args: Parameters<Checks[K]>): ReturnType<Checks[K]> =>
@@ -100,6 +101,12 @@ describe('in Chromium', () => {
 
   it('runs in the page without a key through a geminiBaseUrl gateway, sending it no credential', async () => {
     expect(await inPage('throughGateway', OBJECTIVE)).toEqual({ outcome: true, keys: [null] });
+  });
+
+  it('says when the in-page client is built, not when a run fails, that it has no way to reach a model', async () => {
+    expect(await inPage('missingBackend')).toBe(
+      'TypeError: createLocalAgentClient: pass `backend`, or `geminiApiKey` (or `geminiBaseUrl` of a gateway that adds the key) for the default Gemini backend',
+    );
   });
 
   it('without IndexedDB an in-page run runs, and saving it is a STORE_ERROR of the run', async () => {

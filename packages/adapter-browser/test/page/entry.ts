@@ -114,6 +114,15 @@ const checks = {
     const played = await play(client, objective);
     return { outcome: played.result.success, keys: [...new Set(keys)] };
   },
+  /** What building an in-page client with no way to reach a model says, and when. */
+  missingBackend() {
+    try {
+      createBrowserAgentClient({ runIn: 'page' });
+      return 'built';
+    } catch (error) {
+      return `${(error as Error).name}: ${(error as Error).message}`;
+    }
+  },
   async remote(objective: string) {
     return play(createBrowserAgentClient({ runIn: 'server', baseUrl: location.origin }), objective);
   },
