@@ -202,6 +202,38 @@ describe('createAnthropicBackendClient', () => {
     expect(expired).not.toHaveProperty('container');
   });
 
+  it('gives two tool uses of one answer that share an id ids of their own, in the block sent back too', async () => {
+    const toolUse = (index: number, json: string) => [
+      { type: 'content_block_start', index, content_block: { type: 'tool_use', id: 'toolu_same', name: 'json', input: {} } },
+      { type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: json } },
+      { type: 'content_block_stop', index },
+    ];
+    const events = [
+      { type: 'message_start', message: { id: 'msg_1', model: 'local', usage: { input_tokens: 5, output_tokens: 1 } } },
+      ...toolUse(0, '{"elements":[1]}'),
+      ...toolUse(1, '{"elements":[2]}'),
+      { type: 'message_delta', delta: { stop_reason: 'tool_use' }, usage: { output_tokens: 9 } },
+      { type: 'message_stop' },
+    ];
+    const provider = await serve((_request, response) => sendStream(response, sseFromJsonl(events.map((event) => JSON.stringify(event)).join('\n'))));
+    const client = createAnthropicBackendClient({ fetch, baseUrl: provider.baseUrl });
+    const contents: LLMContent[] = [{ role: 'user', parts: [{ text: 'two' }] }];
+    const { turn } = fold(await collect(client.streamGenerateContent('claude-sonnet-4-5', body(contents))));
+    expect(turn.functionCalls.map((call) => call.args)).toEqual([{ elements: [1] }, { elements: [2] }]);
+    const ids = turn.functionCalls.map((call) => call.providerId ?? '');
+    expect(ids[0]).toBe('toolu_same');
+    expect(new Set(ids).size).toBe(2);
+
+    contents.push(turn.content, {
+      role: 'user',
+      parts: turn.functionCalls.map((call, position) => ({ functionResponse: { id: call.providerId ?? '', name: call.name, response: { result: position } } })),
+    });
+    await collect(client.streamGenerateContent('claude-sonnet-4-5', body(contents)));
+    const messages = (JSON.parse(provider.requests[1]?.body ?? '{}') as { messages: Array<{ content: Array<{ type: string; id?: string; tool_use_id?: string }> }> }).messages;
+    expect(messages[1]?.content.filter((block) => block.type === 'tool_use').map((block) => block.id)).toEqual(ids);
+    expect(messages[2]?.content.map((block) => block.tool_use_id)).toEqual(ids);
+  });
+
   it('turns the error event in the middle of a stream into MODEL_UNAVAILABLE', async () => {
     const provider = await serve((_request, response) => sendStream(response, fixture('anthropic', 'messages-error-overloaded-midstream.SYNTHETIC.sse')));
     const client = createAnthropicBackendClient({ apiKey: KEY, fetch, baseUrl: provider.baseUrl });

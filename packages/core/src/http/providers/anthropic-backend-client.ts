@@ -5,7 +5,7 @@ import { createContentCache } from '../../protocol/content-json-cache.js';
 import { fieldsJson } from '../../protocol/fixed-json.js';
 import type { FunctionDeclaration, GenerateContentRequest, GenerateContentResponse, UsageMetadata } from '../../protocol/gemini.js';
 import type { SseEvent } from '../../sse/index.js';
-import { finishChunk, partsChunk, progressChunk, type ChunkIdentity, type ServerToolProgress } from './gemini-chunks.js';
+import { createCallIds, finishChunk, partsChunk, progressChunk, type ChunkIdentity, type ServerToolProgress } from './gemini-chunks.js';
 import {
   builtinToolsOf,
   decodeBase64Text,
@@ -30,6 +30,7 @@ import {
   parseEventJson,
   providerError,
   readSseEvents,
+  secretsOf,
   truncatedStream,
   type ProviderClientOptions,
 } from './provider-transport.js';
@@ -83,7 +84,7 @@ export function createAnthropicBackendClient(options: AnthropicBackendClientOpti
     throw new AgentError('UNAUTHENTICATED', 'createAnthropicBackendClient needs options.apiKey (or options.baseUrl for a server without keys)');
   }
   const baseUrl = (options.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, '');
-  const secrets = options.apiKey ? [options.apiKey] : [];
+  const secrets = secretsOf(options, baseUrl);
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     accept: 'text/event-stream',
@@ -349,6 +350,7 @@ export async function* translateAnthropicStream(events: AsyncIterable<SseEvent>,
   let malformed: string | undefined;
   let sawCall = false;
   let container: JsonObject | undefined;
+  const callId = createCallIds();
   for await (const event of events) {
     const data = event.data.trim();
     if (data.length === 0) continue;
@@ -393,7 +395,7 @@ export async function* translateAnthropicStream(events: AsyncIterable<SseEvent>,
         const current = open.get(index);
         if (!current) break;
         open.delete(index);
-        const finished = finishBlock(current);
+        const finished = finishBlock(current, callId);
         if (finished.malformed) malformed ??= finished.malformed;
         if (finished.call) sawCall = true;
         if (finished.parts.length > 0 || finished.progress) {
@@ -437,8 +439,11 @@ interface FinishedBlock {
   malformed?: string;
 }
 
-/** One finished content block as Gemini parts; the block rides on its part, unchanged. */
-function finishBlock(current: OpenBlock): FinishedBlock {
+/**
+ * One finished content block as Gemini parts; the block rides on its part, unchanged but for the
+ * id of a tool use that came without one or with one taken (see `createCallIds`).
+ */
+function finishBlock(current: OpenBlock, callId: (id: unknown) => string): FinishedBlock {
   const { block } = current;
   const carry = (extra: Part, stored: JsonObject): Part => ({ ...extra, [PROVIDER_DATA_FIELD]: { provider: 'anthropic', block: stored } });
   switch (block.type) {
@@ -461,10 +466,9 @@ function finishBlock(current: OpenBlock): FinishedBlock {
       const name = typeof block.name === 'string' ? block.name : '';
       const input = current.json.length > 0 ? parseArguments(current.json) : isObject(block.input) ? block.input : {};
       if (!input || name.length === 0) return { parts: [], malformed: `the input of ${name || 'a tool call'} is not a JSON object` };
-      const stored = { ...block, input };
-      const functionCall: JsonObject = { name, args: input };
-      if (typeof block.id === 'string') functionCall.id = block.id;
-      return { parts: [carry({ functionCall: functionCall as Part['functionCall'] }, stored)], call: true };
+      const id = callId(block.id);
+      const stored = { ...block, id, input };
+      return { parts: [carry({ functionCall: { id, name, args: input } }, stored)], call: true };
     }
     case 'server_tool_use':
     case 'mcp_tool_use': {

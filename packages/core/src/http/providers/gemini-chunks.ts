@@ -58,3 +58,18 @@ export function finishChunk(
   if (usage) chunk.usageMetadata = usage;
   return withIdentity(chunk, identity);
 }
+
+/**
+ * Gives the calls of one answer ids that are unique within it. The turn accumulator merges calls
+ * that share an id as fragments of one call, so a call without an id, or with one an earlier call
+ * of the answer already has (a server that numbers every call `call_0`), gets a fresh id; its
+ * response goes back under that id.
+ */
+export function createCallIds(): (id: unknown) => string {
+  const used = new Set<string>();
+  return (id) => {
+    const unique = typeof id === 'string' && id.length > 0 && !used.has(id) ? id : `call_${crypto.randomUUID()}`;
+    used.add(unique);
+    return unique;
+  };
+}

@@ -161,6 +161,71 @@ describe('createOpenAiCompatibleBackendClient', () => {
     await expect(collect(client.streamGenerateContent('m', { contents: [] }))).rejects.toMatchObject({ code: 'MODEL_UNAVAILABLE' });
   });
 
+  it('puts together parallel calls whose argument deltas interleave by index', async () => {
+    const call = (index: number, fields: object) => ({ choices: [{ index: 0, delta: { tool_calls: [{ index, ...fields }] }, finish_reason: null }] });
+    const { turn } = await turnOf(
+      sseDataOnly(
+        [
+          call(0, { id: 'call_a', type: 'function', function: { name: 'weather', arguments: '' } }),
+          call(1, { id: 'call_b', type: 'function', function: { name: 'time', arguments: '' } }),
+          call(0, { function: { arguments: '{"location":' } }),
+          call(1, { function: { arguments: '{"zone":' } }),
+          call(0, { function: { arguments: '"Paris"}' } }),
+          call(1, { function: { arguments: '"CET"}' } }),
+          { choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] },
+        ]
+          .map((chunk) => JSON.stringify(chunk))
+          .join('\n'),
+      ) + 'data: [DONE]\n\n',
+    );
+    expect(turn.functionCalls.map((entry) => [entry.providerId, entry.name, entry.args])).toEqual([
+      ['call_a', 'weather', { location: 'Paris' }],
+      ['call_b', 'time', { zone: 'CET' }],
+    ]);
+    expect(turn.finishReason).toBe('STOP');
+  });
+
+  it('gives each call of a turn its own id when the server repeats one, and runs a repeated whole call once', async () => {
+    const call = (index: number, id: string, name: string, args: string) => ({
+      choices: [{ index: 0, delta: { tool_calls: [{ index, id, type: 'function', function: { name, arguments: args } }] }, finish_reason: null }],
+    });
+    const stream = [
+      call(0, 'call_0', 'weather', '{"location":"Paris"}'),
+      call(1, 'call_0', 'weather', '{"location":"Rome"}'),
+      // A server that sends a whole call again: still one call.
+      call(0, 'call_0', 'weather', '{"location":"Paris"}'),
+      // Another id at a taken index: another call.
+      call(0, 'call_7', 'weather', '{"location":"Oslo"}'),
+      { choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] },
+    ];
+    const { turn } = await turnOf(sseDataOnly(stream.map((chunk) => JSON.stringify(chunk)).join('\n')));
+    expect(turn.functionCalls.map((entry) => entry.args)).toEqual([{ location: 'Paris' }, { location: 'Rome' }, { location: 'Oslo' }]);
+    const [first, second, third] = turn.functionCalls.map((entry) => entry.providerId);
+    expect([first, third]).toEqual(['call_0', 'call_7']);
+    expect(second).toMatch(/^call_/);
+    expect(second).not.toBe(first);
+  });
+
+  it('counts an error chunk whose code is an HTTP status by that status: a 502 is transient', async () => {
+    await serve((_request, response) => sendStream(response, 'data: {"choices":[{"index":0,"delta":{"content":"Hel"}}]}\n\ndata: {"error":{"message":"Upstream error","code":502}}\n\n'));
+    const client = createOpenAiCompatibleBackendClient({ baseUrl: mock?.baseUrl ?? '', fetch, providerName: 'OpenRouter' });
+    await expect(collect(client.streamGenerateContent('m', { contents: [] }))).rejects.toMatchObject({
+      code: 'MODEL_UNAVAILABLE',
+      details: expect.objectContaining({ retryable: true }),
+    });
+  });
+
+  it('shows a refusal as the answer rather than an empty turn', async () => {
+    const chunks = [
+      { choices: [{ index: 0, delta: { role: 'assistant', content: null, refusal: '' }, finish_reason: null }] },
+      { choices: [{ index: 0, delta: { refusal: "I'm sorry, " }, finish_reason: null }] },
+      { choices: [{ index: 0, delta: { refusal: "I can't help with that." }, finish_reason: null }] },
+      { choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] },
+    ];
+    const { turn } = await turnOf(sseDataOnly(chunks.map((chunk) => JSON.stringify(chunk)).join('\n')));
+    expect(turn.content.parts).toEqual([{ text: "I'm sorry, I can't help with that." }]);
+  });
+
   it('refuses a base URL that is not http(s)', () => {
     expect(() => createOpenAiCompatibleBackendClient({ baseUrl: 'localhost:11434', fetch })).toThrow(expect.objectContaining({ code: 'BAD_REQUEST' }));
   });

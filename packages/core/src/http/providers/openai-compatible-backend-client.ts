@@ -4,7 +4,7 @@ import type { JsonObject, LLMContent, Part } from '../../protocol/content.js';
 import { fieldsJson } from '../../protocol/fixed-json.js';
 import type { FunctionDeclaration, GenerateContentRequest, GenerateContentResponse, UsageMetadata } from '../../protocol/gemini.js';
 import type { SseEvent } from '../../sse/index.js';
-import { finishChunk, partsChunk, type ChunkIdentity } from './gemini-chunks.js';
+import { createCallIds, finishChunk, partsChunk, type ChunkIdentity } from './gemini-chunks.js';
 import {
   createHistoryJson,
   dataUrlOf,
@@ -29,6 +29,7 @@ import {
   parseEventJson,
   providerError,
   readSseEvents,
+  secretsOf,
   truncatedStream,
   type ProviderClientOptions,
 } from './provider-transport.js';
@@ -69,7 +70,7 @@ export function createOpenAiCompatibleBackendClient(options: OpenAiCompatibleBac
   }
   const provider = options.providerName ?? 'OpenAI-compatible server';
   const baseUrl = options.baseUrl.replace(/\/+$/, '');
-  const secrets = options.apiKey ? [options.apiKey] : [];
+  const secrets = secretsOf(options, baseUrl);
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     accept: 'text/event-stream',
@@ -228,11 +229,14 @@ function userPiece(part: Part, path: string, provider: string): JsonObject | und
 
 /** A tool call being put together from deltas. */
 interface PendingCall {
+  /** The server's id, or empty when it sent none. */
   id: string;
   name: string;
   arguments: string;
   /** The server sent the call whole; a repeat of it must not be appended. */
   whole: boolean;
+  /** Handed on as a part; whatever the server sends for it later changes nothing. */
+  emitted: boolean;
 }
 
 /** Translates a Chat Completions stream (OpenAI and compatible servers) into Gemini chunks. */
@@ -250,6 +254,7 @@ export async function* translateChatCompletionsStream(
   let done = false;
   let malformed: string | undefined;
   let emittedCall = false;
+  const callId = createCallIds();
 
   const flushReasoning = (): Part[] => {
     if (reasoning.length === 0 || reasoningField === undefined) return [];
@@ -257,18 +262,24 @@ export async function* translateChatCompletionsStream(
     reasoning = '';
     return [part];
   };
-  const flushCalls = (keep?: string): Part[] => {
+  /**
+   * The calls not handed on yet, as parts. With `completeOnly` (mid-answer), only those whose
+   * arguments are already a whole object: parallel calls may interleave their fragments by index,
+   * so a call still missing some may get them after another call's.
+   */
+  const flushCalls = (completeOnly = false): Part[] => {
     const parts: Part[] = [];
-    for (const [key, call] of calls) {
-      if (key === keep) continue;
-      calls.delete(key);
+    for (const call of calls.values()) {
+      if (call.emitted) continue;
       const args = parseArguments(call.arguments);
+      if (completeOnly && (call.arguments.trim().length === 0 || !args || call.name.length === 0)) continue;
+      call.emitted = true;
       if (!args || call.name.length === 0) {
         malformed ??= `the arguments of ${call.name || 'a tool call'} are not a JSON object`;
         continue;
       }
       emittedCall = true;
-      parts.push({ functionCall: { id: call.id, name: call.name, args } });
+      parts.push({ functionCall: { id: callId(call.id), name: call.name, args } });
     }
     return parts;
   };
@@ -296,8 +307,9 @@ export async function* translateChatCompletionsStream(
         reasoning += value;
       }
     }
-    if (typeof delta.content === 'string' && delta.content.length > 0) {
-      parts.push(...flushReasoning(), { text: delta.content });
+    // A refusal (OpenAI, with structured outputs) stands where the answer would: shown as its text.
+    for (const text of [delta.content, delta.refusal]) {
+      if (typeof text === 'string' && text.length > 0) parts.push(...flushReasoning(), { text });
     }
     if (Array.isArray(delta.tool_calls)) {
       parts.push(...flushReasoning());
@@ -305,16 +317,23 @@ export async function* translateChatCompletionsStream(
         if (!isObject(entry)) return;
         const fn = isObject(entry.function) ? entry.function : {};
         const id = typeof entry.id === 'string' && entry.id.length > 0 ? entry.id : undefined;
-        const key = typeof entry.index === 'number' ? `index:${entry.index}` : id !== undefined ? `id:${id}` : `position:${position}`;
+        let key = typeof entry.index === 'number' ? `index:${entry.index}` : id !== undefined ? `id:${id}` : `position:${position}`;
+        let known = calls.get(key);
+        // Another id at an index already taken is another call (a server that sends every whole call as index 0).
+        if (known && id !== undefined && known.id.length > 0 && known.id !== id) {
+          key = `id:${id}`;
+          known = calls.get(key);
+        }
         const fragment = typeof fn.arguments === 'string' ? fn.arguments : isObject(fn.arguments) ? JSON.stringify(fn.arguments) : '';
-        const known = calls.get(key);
         if (!known) {
-          // A new call: the ones before it are complete and can start running.
-          parts.push(...flushCalls());
+          // A new call: the ones before it that are complete can start running.
+          parts.push(...flushCalls(true));
           const name = typeof fn.name === 'string' ? fn.name : '';
-          calls.set(key, { id: id ?? `call_${crypto.randomUUID()}`, name, arguments: fragment, whole: name.length > 0 && parseArguments(fragment) !== undefined && fragment.length > 0 });
+          calls.set(key, { id: id ?? '', name, arguments: fragment, whole: name.length > 0 && parseArguments(fragment) !== undefined && fragment.length > 0, emitted: false });
           return;
         }
+        // A whole call sent again (Groq, xAI repeat chunks) must not run twice.
+        if (known.emitted) return;
         if (typeof fn.name === 'string' && fn.name.length > 0 && known.name.length === 0) known.name = fn.name;
         if (known.whole && fragment === known.arguments) return;
         known.arguments += fragment;

@@ -14,6 +14,8 @@ import {
   type MockProvider,
   type MockRoute,
 } from '../../../test/provider-replay-server.js';
+import type { AgentError } from '../../errors/index.js';
+import { retriedByBackend } from '../../loop/model-stream.js';
 import { createOpenAiResponsesBackendClient } from './openai-responses-backend-client.js';
 
 const KEY = 'sk-test-0123456789abcdefghij';
@@ -282,6 +284,62 @@ describe('createOpenAiResponsesBackendClient', () => {
       })(),
     ).rejects.toMatchObject({ code: 'ABORTED' });
     expect(seen).toHaveLength(1);
+  });
+
+  it('gives two calls of one answer that share a call_id ids of their own, and matches each output to its call', async () => {
+    const item = (id: string, args: string) => ({ id, type: 'function_call', status: 'completed', call_id: 'call_0', name: 'calculator', arguments: args });
+    const events = [
+      { type: 'response.created', response: { id: 'resp_1', model: 'local' } },
+      { type: 'response.output_item.done', output_index: 0, item: item('fc_1', '{"a":1,"b":2,"op":"add"}') },
+      { type: 'response.output_item.done', output_index: 1, item: item('fc_2', '{"a":3,"b":4,"op":"add"}') },
+      { type: 'response.completed', response: { id: 'resp_1', status: 'completed' } },
+    ];
+    const provider = await serve((_request, response) => sendStream(response, sseFromJsonl(events.map((event) => JSON.stringify(event)).join('\n'))));
+    const client = createOpenAiResponsesBackendClient({ baseUrl: provider.baseUrl, fetch });
+    const contents: LLMContent[] = [{ role: 'user', parts: [{ text: 'add' }] }];
+    const { turn } = fold(await collect(client.streamGenerateContent('local', body(contents))));
+    expect(turn.functionCalls.map((call) => call.args)).toEqual([{ a: 1, b: 2, op: 'add' }, { a: 3, b: 4, op: 'add' }]);
+    const ids = turn.functionCalls.map((call) => call.providerId ?? '');
+    expect(ids[0]).toBe('call_0');
+    expect(new Set(ids).size).toBe(2);
+
+    contents.push(turn.content, {
+      role: 'user',
+      parts: turn.functionCalls.map((call, position) => ({ functionResponse: { id: call.providerId ?? '', name: call.name, response: { result: position } } })),
+    });
+    await collect(client.streamGenerateContent('local', body(contents)));
+    const input = (JSON.parse(provider.requests[1]?.body ?? '{}') as { input: Array<{ type?: string; call_id?: string; output?: string }> }).input;
+    const sentCalls = input.filter((entry) => entry.type === 'function_call').map((entry) => entry.call_id);
+    const outputs = input.filter((entry) => entry.type === 'function_call_output').map((entry) => [entry.call_id, entry.output]);
+    expect(sentCalls).toEqual(ids);
+    expect(outputs).toEqual([
+      [ids[0], '{"result":0}'],
+      [ids[1], '{"result":1}'],
+    ]);
+  });
+
+  it('keeps a key passed in a header (Azure api-key) out of errors', async () => {
+    const azureKey = '3f9a8c7e6d5b4a3928170615f4e3d2c1';
+    const provider = await serve((_request, response) => sendJson(response, 401, JSON.stringify({ error: { code: '401', message: `Access denied: key ${azureKey} is invalid` } })));
+    const client = createOpenAiResponsesBackendClient({ fetch, baseUrl: provider.baseUrl, headers: { 'api-key': azureKey } });
+    const error = await collect(client.streamGenerateContent('gpt-5', { contents: [] })).then(
+      () => new Error('no error'),
+      (caught: unknown) => caught as Error,
+    );
+    expect(error).toMatchObject({ code: 'UNAUTHENTICATED', message: expect.stringContaining('Access denied') });
+    expect(error.message).not.toContain(azureKey);
+  });
+
+  it('says how often it tried a rate limit, so the loop does not ask again but pauses the run', async () => {
+    const provider = await serve((_request, response) => sendJson(response, 429, JSON.stringify({ error: { message: 'Rate limit reached', code: 'rate_limit_exceeded' } })));
+    const client = createOpenAiResponsesBackendClient({ apiKey: KEY, fetch, baseUrl: provider.baseUrl, retry: { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 2 } });
+    const error = await collect(client.streamGenerateContent('gpt-5', { contents: [] })).then(
+      () => new Error('no error'),
+      (caught: unknown) => caught as AgentError,
+    );
+    expect(provider.requests).toHaveLength(3);
+    expect(error).toMatchObject({ code: 'RATE_LIMITED', details: expect.objectContaining({ attempts: 3 }) });
+    expect(retriedByBackend(error as AgentError)).toBe(true);
   });
 
   it('turns arguments that are not JSON into a malformed-call finish instead of running the call', async () => {

@@ -4,7 +4,7 @@ import type { JsonObject, LLMContent, Part } from '../../protocol/content.js';
 import { fieldsJson } from '../../protocol/fixed-json.js';
 import type { FunctionDeclaration, GenerateContentRequest, GenerateContentResponse, UsageMetadata } from '../../protocol/gemini.js';
 import type { SseEvent } from '../../sse/index.js';
-import { finishChunk, partsChunk, progressChunk, type ChunkIdentity, type ServerToolProgress } from './gemini-chunks.js';
+import { createCallIds, finishChunk, partsChunk, progressChunk, type ChunkIdentity, type ServerToolProgress } from './gemini-chunks.js';
 import {
   builtinToolsOf,
   createHistoryJson,
@@ -28,6 +28,7 @@ import {
   parseEventJson,
   providerError,
   readSseEvents,
+  secretsOf,
   truncatedStream,
   type ProviderClientOptions,
 } from './provider-transport.js';
@@ -77,7 +78,7 @@ export function createOpenAiResponsesBackendClient(options: OpenAiResponsesBacke
     throw new AgentError('UNAUTHENTICATED', 'createOpenAiResponsesBackendClient needs options.apiKey (or options.baseUrl for a server without keys)');
   }
   const baseUrl = (options.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, '');
-  const secrets = options.apiKey ? [options.apiKey] : [];
+  const secrets = secretsOf(options, baseUrl);
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     accept: 'text/event-stream',
@@ -272,6 +273,7 @@ export async function* translateResponsesStream(events: AsyncIterable<SseEvent>,
   const identity: ChunkIdentity = {};
   let sawCall = false;
   let malformed: string | undefined;
+  const callId = createCallIds();
   for await (const event of events) {
     const data = event.data.trim();
     if (data.length === 0 || data === '[DONE]') continue;
@@ -295,7 +297,7 @@ export async function* translateResponsesStream(events: AsyncIterable<SseEvent>,
         if (!isObject(item) || typeof item.type !== 'string') {
           throw new AgentError('MODEL_ERROR', `${PROVIDER} sent response.output_item.done without an item`, { details: { provider: PROVIDER } });
         }
-        const translated = translateItem(item);
+        const translated = translateItem(item, callId);
         if (translated.malformed) malformed ??= translated.malformed;
         if (translated.call) sawCall = true;
         if (translated.chunk) yield withIdentity(translated.chunk, identity);
@@ -380,8 +382,11 @@ function isHostedToolItem(item: JsonObject): boolean {
   return typeof item.type === 'string' && !NOT_HOSTED.has(item.type);
 }
 
-/** One finished output item as Gemini parts: the item rides on its part, unchanged. */
-function translateItem(item: JsonObject): TranslatedItem {
+/**
+ * One finished output item as Gemini parts: the item rides on its part, unchanged but for the
+ * `call_id` of a call that came without one or with one taken (see `createCallIds`).
+ */
+function translateItem(item: JsonObject, callId: (id: unknown) => string): TranslatedItem {
   const carry = (extra: Part, stored: JsonObject = item): Part => ({ ...extra, [PROVIDER_DATA_FIELD]: { provider: 'openai-responses', item: stored } });
   switch (item.type) {
     case 'reasoning':
@@ -398,9 +403,9 @@ function translateItem(item: JsonObject): TranslatedItem {
       if (!args || name.length === 0) {
         return { malformed: `the arguments of ${name || 'a function call'} are not a JSON object` };
       }
-      const functionCall: JsonObject = { name, args };
-      if (typeof item.call_id === 'string') functionCall.id = item.call_id;
-      return { chunk: partsChunk([carry({ functionCall: functionCall as Part['functionCall'] })], {}), call: true };
+      const id = callId(item.call_id);
+      const stored = id === item.call_id ? item : { ...item, call_id: id };
+      return { chunk: partsChunk([carry({ functionCall: { id, name, args } }, stored)], {}), call: true };
     }
     case 'image_generation_call': {
       if (typeof item.result !== 'string' || item.result.length === 0) {

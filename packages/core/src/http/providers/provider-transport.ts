@@ -2,6 +2,7 @@ import { AgentError, type ErrorCode } from '../../errors/index.js';
 import type { BackendClient } from '../../ports/index.js';
 import { createSseParser, type SseEvent } from '../../sse/index.js';
 import type { RetryOptions } from '../gemini-backend-client.js';
+import { secretsOfUrl } from '../redact.js';
 import { retryAfterMs } from '../retry-after.js';
 
 /** Limits on what a provider may stream back; every answer is treated as hostile. */
@@ -33,6 +34,15 @@ export interface ProviderClientOptions {
   limits?: ProviderStreamLimits;
   /** Handles `executeStep` and uploads, which a model provider does not offer. */
   upstream?: BackendClient;
+}
+
+/**
+ * What must never appear in an error: the API key, the values of the extra headers (a key sent as
+ * Azure's `api-key` or a gateway's header) and the credentials in the base URL.
+ */
+export function secretsOf(options: Pick<ProviderClientOptions, 'apiKey' | 'headers'>, baseUrl: string): string[] {
+  const values = [options.apiKey, ...Object.values(options.headers ?? {}), ...secretsOfUrl(baseUrl)];
+  return values.filter((value): value is string => typeof value === 'string' && value.length > 0);
 }
 
 const DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024;
@@ -78,7 +88,8 @@ export async function openProviderStream(request: ProviderRequest): Promise<Resp
     // A 200 with a JSON body is a server that ignored `stream: true` or answered with an error.
     const error = await errorFromResponse(request, response);
     const retryable = error.details?.retryable === true;
-    if (!retryable || attempt >= maxAttempts) throw error;
+    // With `attempts` the loop knows these were made: it pauses the run rather than asking again.
+    if (!retryable || attempt >= maxAttempts) throw new AgentError(error.code, error.message, { details: { ...error.details, attempts: attempt } });
     const hinted = typeof error.details?.retryAfterMs === 'number' ? error.details.retryAfterMs : undefined;
     const backoff = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
     await sleep(Math.min(maxDelayMs, hinted ?? backoff * (0.5 + Math.random() * 0.5)), request.signal);
@@ -196,9 +207,11 @@ const CODE_BY_KIND: Record<string, ErrorCode> = {
   request_too_large: 'PAYLOAD_TOO_LARGE',
 };
 
-function codeOf(status: number | undefined, fields: ProviderErrorFields): ErrorCode {
+function codeOf(httpStatus: number | undefined, fields: ProviderErrorFields): ErrorCode {
   const byKind = (fields.code !== undefined ? CODE_BY_KIND[fields.code] : undefined) ?? (fields.type !== undefined ? CODE_BY_KIND[fields.type] : undefined);
   if (byKind) return byKind;
+  // An error inside a stream often names the HTTP status it stands for (`"code": 502`, OpenRouter, vLLM).
+  const status = httpStatus ?? (fields.code !== undefined && /^[1-5]\d\d$/.test(fields.code) ? Number(fields.code) : undefined);
   if (status === undefined) return 'MODEL_ERROR';
   if (status === 429) return 'RATE_LIMITED';
   if (status === 500 || status === 502 || status === 503 || status === 504 || status === 529) return 'MODEL_UNAVAILABLE';
