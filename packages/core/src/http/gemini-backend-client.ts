@@ -21,7 +21,6 @@ export interface RetryOptions {
    * server or by the backoff) that would go past it is not waited: the error is thrown at once,
    * marked `retryable: false` so the loop pauses the run instead of asking again. Keep it below
    * the loop's `idleTimeoutMs`, which counts these waits as model silence. Default 40 000 ms.
-   * Only the Gemini client reads it.
    */
   maxTotalDelayMs?: number;
 }

@@ -342,6 +342,20 @@ describe('createOpenAiResponsesBackendClient', () => {
     expect(retriedByBackend(error as AgentError)).toBe(true);
   });
 
+  it('does not wait out a retry-after past its retry budget, so the run pauses instead of looking silent', async () => {
+    const provider = await serve((_request, response) =>
+      sendJson(response, 429, JSON.stringify({ error: { message: 'Rate limit reached', code: 'rate_limit_exceeded' } }), { 'retry-after': '58' }),
+    );
+    const client = createOpenAiResponsesBackendClient({ apiKey: KEY, fetch, baseUrl: provider.baseUrl });
+    const error = await collect(client.streamGenerateContent('gpt-5', { contents: [] })).then(
+      () => new Error('no error'),
+      (caught: unknown) => caught as AgentError,
+    );
+    expect(provider.requests).toHaveLength(1);
+    expect(error).toMatchObject({ code: 'RATE_LIMITED', message: expect.stringContaining('would pass the retry budget of 40 s'), details: expect.objectContaining({ attempts: 1, retryable: false }) });
+    expect(retriedByBackend(error as AgentError)).toBe(true);
+  });
+
   it('turns arguments that are not JSON into a malformed-call finish instead of running the call', async () => {
     const broken = multistep[1]?.replaceAll('"arguments":"{\\"a\\":19,\\"b\\":3,\\"op\\":\\"multiply\\"}"', '"arguments":"{\\"a\\":19,"') ?? '';
     const provider = await serve((_request, response) => sendStream(response, sseFromJsonl(broken)));

@@ -82,6 +82,8 @@ export async function openProviderStream(request: ProviderRequest): Promise<Resp
   const maxAttempts = request.retry?.maxAttempts ?? 5;
   const baseDelayMs = request.retry?.baseDelayMs ?? 1000;
   const maxDelayMs = request.retry?.maxDelayMs ?? 60_000;
+  const maxTotalDelayMs = request.retry?.maxTotalDelayMs ?? 40_000;
+  let waitedMs = 0;
   for (let attempt = 1; ; attempt += 1) {
     const response = await send(request);
     if (response.ok && !isJsonAnswer(response)) return response;
@@ -92,7 +94,15 @@ export async function openProviderStream(request: ProviderRequest): Promise<Resp
     if (!retryable || attempt >= maxAttempts) throw new AgentError(error.code, error.message, { details: { ...error.details, attempts: attempt } });
     const hinted = typeof error.details?.retryAfterMs === 'number' ? error.details.retryAfterMs : undefined;
     const backoff = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
-    await sleep(Math.min(maxDelayMs, hinted ?? backoff * (0.5 + Math.random() * 0.5)), request.signal);
+    const delay = Math.min(maxDelayMs, hinted ?? backoff * (0.5 + Math.random() * 0.5));
+    if (waitedMs + delay > maxTotalDelayMs) {
+      // Waiting on would look like a silent model to the loop's idle timeout: the run pauses and
+      // can be resumed later, as with the Gemini client.
+      const message = `${error.message} (not retried: waiting ${Math.round(delay / 100) / 10} s more would pass the retry budget of ${Math.round(maxTotalDelayMs / 100) / 10} s)`;
+      throw new AgentError(error.code, message, { details: { ...error.details, attempts: attempt, retryable: false } });
+    }
+    waitedMs += delay;
+    await sleep(delay, request.signal);
   }
 }
 
