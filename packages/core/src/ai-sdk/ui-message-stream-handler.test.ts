@@ -89,6 +89,18 @@ function setup(overrides: Partial<UiMessageStreamHandlerOptions> & { backend?: B
   return { handler, store, exchanges, transport };
 }
 
+/** A store that takes a moment for each call, as a remote one does, and the memory behind it. */
+function slowStore(): { store: InteractionStore; memory: InteractionStore } {
+  const memory = createMemoryInteractionStore();
+  const pause = () => new Promise((resolve) => setTimeout(resolve, 10));
+  const store: InteractionStore = {
+    ...memory,
+    get: async (id) => (await pause(), memory.get(id)),
+    set: async (id, record, expected) => (await pause(), memory.set(id, record, expected)),
+  };
+  return { store, memory };
+}
+
 /** Resolves once the chat finished a response (and any request it sent on its own after it). */
 function settled(chat: TestChat): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -378,14 +390,8 @@ describe('createUiMessageStreamHandler with the AI SDK chat and DefaultChatTrans
 
   it('keeps, of two answers sent at once, the one the run took', async () => {
     const { backend, gemini } = simulatedBackend();
-    // A store that takes a moment for each call, as a remote one does: both answers find the run waiting.
-    const memory = createMemoryInteractionStore();
-    const pause = () => new Promise((resolve) => setTimeout(resolve, 10));
-    const store: InteractionStore = {
-      ...memory,
-      get: async (id) => (await pause(), memory.get(id)),
-      set: async (id, record, expected) => (await pause(), memory.set(id, record, expected)),
-    };
+    // Both answers find the run waiting.
+    const { store } = slowStore();
     const { handler, transport } = setup({ backend, store });
     const chat = new TestChat({ id: 'chat-twice', transport: transport('token-a'), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
     await chat.sendMessage({ text: OBJECTIVE });
@@ -417,13 +423,7 @@ describe('createUiMessageStreamHandler with the AI SDK chat and DefaultChatTrans
   });
 
   it('of two new messages sent at once, keeps the run of the one the chat kept last, and stops the other', async () => {
-    const memory = createMemoryInteractionStore();
-    const pause = () => new Promise((resolve) => setTimeout(resolve, 10));
-    const store: InteractionStore = {
-      ...memory,
-      get: async (id) => (await pause(), memory.get(id)),
-      set: async (id, record, expected) => (await pause(), memory.set(id, record, expected)),
-    };
+    const { store, memory } = slowStore();
     const log = createMemorySessionLog();
     const { handler } = setup({ store, sessions: { log, bus: createMemoryEventBus() } });
     const send = (id: string) =>
