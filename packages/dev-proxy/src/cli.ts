@@ -9,30 +9,86 @@ const { startDevServer } = await import('./dev-server.js');
 const { readModelBackendConfig } = await import('./model-backend-env.js');
 const { readDriveBackendConfig } = await import('./drive-backend.js');
 
-/** Reads `--port <n>` / `--port=<n>`, then `PORT`, then 8080. */
+/**
+ * Reads `--port <n>` / `--port=<n>`, then `PORT`, then 8080. `--help` says what the server takes
+ * and exits; any other argument is named on stderr as ignored, so a mistyped flag does not pass
+ * unnoticed (and a script that passes one still gets its server).
+ */
 function readPort(argv: readonly string[]): number {
-  const index = argv.findIndex((argument) => argument === '--port' || argument.startsWith('--port='));
-  const raw = index === -1 ? process.env.PORT : (argv[index]?.split('=')[1] ?? argv[index + 1]);
-  return portNumber(raw ?? '8080', '--port / PORT');
+  let raw: string | undefined;
+  for (let index = 0; index < argv.length; index += 1) {
+    const argument = argv[index] as string;
+    // pnpm may pass the `--` of `pnpm dev -- --port 9000` through.
+    if (argument === '--') continue;
+    if (argument === '--port') {
+      // `--port` as the last argument has no value; it must not fall back to the default quietly.
+      raw = argv[index + 1] ?? '';
+      index += 1;
+    } else if (argument.startsWith('--port=')) {
+      raw = argument.slice('--port='.length);
+    } else if (argument === '--help' || argument === '-h') {
+      console.log(USAGE);
+      process.exit(0);
+    } else {
+      console.error(`Ignoring the argument "${argument.slice(0, 40)}": the dev server takes only --port <n>; every other setting is an environment variable (see the README).`);
+    }
+  }
+  return portNumber(raw ?? process.env.PORT ?? '8080', '--port / PORT');
 }
 
+const USAGE = [
+  'pnpm dev [--port <n>]',
+  '',
+  'Starts the agent dev server (default port 8080, or PORT). Everything else is set in the',
+  'environment: GEMINI_API_KEY, GEMINI_BASE_URL, MODEL, UPSTREAM_URL, INTERACTION_STORE_DIR,',
+  'REDIS_URL, DATABASE_URL, CORS_ORIGINS, ALLOWED_HOSTS and more; the README lists them all.',
+].join('\n');
+
 function portNumber(raw: string, name: string): number {
-  const port = Number(raw);
-  if (raw.trim() === '' || !Number.isInteger(port) || port < 0 || port > 65535) fail(`${name} must be an integer between 0 and 65535, got "${raw}"`, 2);
+  // Digits only: Number() also reads "1e3", "0x1f" and " 80 " as ports.
+  const port = /^\d{1,5}$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!(port >= 0 && port <= 65535)) fail(`${name} must be an integer between 0 and 65535, got "${raw.slice(0, 40)}"`, 2);
   return port;
 }
 
-/** `CORS_ORIGINS`: `*` or a comma-separated list of origins. */
+/**
+ * `CORS_ORIGINS`: `*` or a comma-separated list of origins. Browsers send an origin as
+ * `scheme://host[:port]` in lower case, and the list is compared with it exactly, so an entry is
+ * brought to that form (a trailing slash copied from the address bar dropped) or refused when no
+ * page could ever send it.
+ */
 function readCorsOrigins(raw: string | undefined): '*' | string[] | undefined {
   if (raw === undefined || raw.trim() === '') return undefined;
   if (raw.trim() === '*') return '*';
-  return raw.split(',').map((origin) => origin.trim()).filter((origin) => origin.length > 0);
+  const entries = raw.split(',').map((origin) => origin.trim()).filter((origin) => origin.length > 0);
+  if (entries.length === 0) fail(`CORS_ORIGINS: "${raw.slice(0, 80)}" names no origin; write a comma-separated list, e.g. https://app.example.com (or * alone for any).`, 2);
+  return entries.map((entry) => {
+    let url: URL | undefined;
+    try {
+      url = new URL(entry);
+    } catch {
+      url = undefined;
+    }
+    const bare = url && url.host !== '' && !url.username && !url.password && (url.pathname === '/' || url.pathname === '') && !url.search && !url.hash;
+    if (!url || !bare || !entry.includes('://')) {
+      fail(`CORS_ORIGINS: "${entry.slice(0, 80)}" is not an origin; write each as scheme://host[:port], e.g. https://app.example.com (or * alone for any).`, 2);
+    }
+    // `origin` is "null" for schemes such as chrome-extension:, whose pages send scheme://host.
+    return url.origin === 'null' ? `${url.protocol}//${url.host}` : url.origin;
+  });
 }
 
-/** `ALLOWED_HOSTS`: a comma-separated list of host names. */
+/** `ALLOWED_HOSTS`: a comma-separated list of host names (`.example.test` takes in its subdomains). */
 function readAllowedHosts(raw: string | undefined): string[] | undefined {
   if (raw === undefined || raw.trim() === '') return undefined;
-  return raw.split(',').map((host) => host.trim()).filter((host) => host.length > 0);
+  const hosts = raw.split(',').map((host) => host.trim()).filter((host) => host.length > 0);
+  for (const host of hosts) {
+    // The Host header is compared without its port, so a port, a scheme or a path never matches.
+    if (!/^\.?[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?$/i.test(host)) {
+      fail(`ALLOWED_HOSTS: "${host.slice(0, 80)}" is not a host name; write names without scheme or port, e.g. dev.example.test (or .example.test for its subdomains).`, 2);
+    }
+  }
+  return hosts;
 }
 
 function positiveNumber(raw: string, name: string): number {

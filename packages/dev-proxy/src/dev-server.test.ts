@@ -1,10 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { cli, startDevProcess } from './test-support/dev-process.js';
+import { cli, startDevProcess, startRedisServer } from './test-support/dev-process.js';
 
 const children: ChildProcess[] = [];
 let storeDirectory = '';
@@ -140,10 +141,106 @@ describe('dev server process: start and stop', () => {
   });
 });
 
+describe('dev server process: settings it cannot use', () => {
+  // Each is refused at start with one line naming the setting, never later as a failure of every run.
+  it('refuses --port without a value or a port that is not a plain number, and names arguments it ignores', async () => {
+    for (const args of [['--port'], ['--port', '1e3'], ['--port', '0x1f'], ['--port=']]) {
+      const result = await runToExit(args, {});
+      expect(result.code, args.join(' ')).toBe(2);
+      expect(result.stderr).toMatch(/^--port \/ PORT must be an integer between 0 and 65535, got "[^"]*"\n$/);
+    }
+    // A flag it does not know is named, and the server still starts (stopped here once it did).
+    const unknown = await runToExit(['--port', '0', '-p'], {});
+    expect(unknown.code).toBe(0);
+    expect(unknown.stderr).toBe('Ignoring the argument "-p": the dev server takes only --port <n>; every other setting is an environment variable (see the README).\n');
+    const help = await runToExit(['--help'], {});
+    expect(help).toEqual({ code: 0, stderr: '' });
+  });
+
+  it('says a busy SIMULATED_GEMINI_PORT is busy, naming it rather than --port', async () => {
+    const busy = await listenOnFreePort();
+    try {
+      const result = await runToExit(['--port', '0'], { SIMULATED_GEMINI_PORT: String(busy.port) });
+      expect(result.code).toBe(1);
+      expect(result.stderr.trim()).toBe(
+        `The dev server could not start: SIMULATED_GEMINI_PORT ${busy.port} is already in use; choose another port, or leave it unset for a free one.`,
+      );
+    } finally {
+      busy.server.close();
+    }
+  });
+
+  it('refuses a Redis or PostgreSQL it cannot reach or log in to, without printing the password', async () => {
+    const nothing = await listenOnFreePort();
+    nothing.server.close();
+    const unreachable = await runToExit(['--port', '0'], { REDIS_URL: `redis://:redis-secret@127.0.0.1:${nothing.port}` });
+    expect(unreachable.code).toBe(1);
+    expect(unreachable.stderr).toMatch(/^The dev server could not start: REDIS_URL: .*\(redis: ECONNREFUSED\)[^\n]*\n$/);
+    const postgres = await runToExit(['--port', '0'], { DATABASE_URL: `postgres://agent:postgres-secret@127.0.0.1:${nothing.port}/agent` });
+    expect(postgres.code).toBe(1);
+    expect(postgres.stderr).toMatch(/^The dev server could not start: DATABASE_URL: .*\(postgres: ECONNREFUSED\)[^\n]*\n$/);
+    expect(postgres.stderr).not.toContain('postgres-secret');
+
+    const redis = await startRedisServer();
+    try {
+      const wrongPassword = await runToExit(['--port', '0'], { REDIS_URL: redis.url.replace(/:[^:@/]+@/, ':wrong-secret@') });
+      expect(wrongPassword.code).toBe(1);
+      expect(wrongPassword.stderr).toMatch(/^The dev server could not start: REDIS_URL: .*\(redis: WRONGPASS\)[^\n]*\n$/);
+      expect(wrongPassword.stderr).not.toContain('wrong-secret');
+    } finally {
+      await redis.stop();
+    }
+  }, 60_000);
+
+  it('refuses an INTERACTION_STORE_DIR it cannot keep runs in', async () => {
+    const parent = await mkdtemp(path.join(os.tmpdir(), 'org-dev-unusable-'));
+    try {
+      // Sessions are kept in a "sessions" folder inside it; a file of that name makes it unusable.
+      await mkdir(path.join(parent, 'store'));
+      await writeFile(path.join(parent, 'store', 'sessions'), '');
+      const result = await runToExit(['--port', '0'], { INTERACTION_STORE_DIR: path.join(parent, 'store') });
+      expect(result.code).toBe(1);
+      expect(result.stderr).toBe('The dev server could not start: INTERACTION_STORE_DIR cannot hold runs and sessions (EEXIST); choose a folder you can write to.\n');
+    } finally {
+      await rm(parent, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses CORS_ORIGINS and ALLOWED_HOSTS entries no request could ever match, and takes an origin copied with its trailing slash', async () => {
+    for (const origins of ['app.example.test', 'https://app.example.test/path', '*, https://app.example.test', ' , ']) {
+      const result = await runToExit(['--port', '0'], { CORS_ORIGINS: origins });
+      expect(result.code, origins).toBe(2);
+      expect(result.stderr).toMatch(/^CORS_ORIGINS: .*e\.g\. https:\/\/app\.example\.com[^\n]*\n$/);
+    }
+    for (const hosts of ['dev.example.test:8080', 'https://dev.example.test']) {
+      const result = await runToExit(['--port', '0'], { CORS_ORIGINS: 'https://app.example.test', ALLOWED_HOSTS: hosts });
+      expect(result.code, hosts).toBe(2);
+      expect(result.stderr).toBe(`ALLOWED_HOSTS: "${hosts}" is not a host name; write names without scheme or port, e.g. dev.example.test (or .example.test for its subdomains).\n`);
+    }
+    const { url, banner } = await startProcess({ CORS_ORIGINS: 'https://App.Example.test/', ALLOWED_HOSTS: 'dev.example.test' });
+    expect(banner).toContain('Browsers:  pages from https://app.example.test may call this server');
+    const preflight = await fetch(`${url}/v1beta1/streamRunAgent`, {
+      method: 'OPTIONS',
+      headers: { origin: 'https://app.example.test', 'access-control-request-method': 'POST' },
+    });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get('access-control-allow-origin')).toBe('https://app.example.test');
+  });
+});
+
+/** A server listening on a free loopback port, to make that port busy (or, closed, to find one nothing listens on). */
+async function listenOnFreePort(): Promise<{ server: net.Server; port: number }> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, port: (server.address() as net.AddressInfo).port };
+}
+
 function runToExit(args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
   const child = spawn(process.execPath, [cli, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  // A start that should have been refused succeeds: stop it, so the test fails on its exit code.
+  child.stdout?.on('data', (chunk: Buffer) => chunk.toString().includes('curl') && child.kill('SIGTERM'));
   return new Promise((resolve) => child.on('exit', (code) => resolve({ code, stderr })));
 }

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createFileEventBus, createFileInteractionStore, createFileSessionLog, createNodeFetch, serve, type RunningServer } from '@org/adapter-node';
@@ -15,8 +15,8 @@ import {
   withCors,
   type CorsOptions,
 } from '@org/core/http';
-import { createSimulatedGemini } from '@org/core/testing';
-import { startDriveBackend, type DriveBackendConfig } from './drive-backend.js';
+import { createSimulatedGemini, type SimulatedGemini } from '@org/core/testing';
+import { startDriveBackend, type DriveBackend, type DriveBackendConfig } from './drive-backend.js';
 import { chooseModelProvider, createModelBackend, describeModelBackend, modelFor, type ModelBackendConfig } from './model-backend.js';
 import { PLAYGROUND_HTML } from './playground/page.js';
 import { createReverseProxy } from './reverse-proxy.js';
@@ -122,12 +122,28 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
     mode = 'simulated';
     // A long-lived server keeps nothing of a run in the simulated model once the run is over.
     const simulatedGemini = createSimulatedGemini({ chunkDelayMs: 40, keepRequests: 0 });
-    simulated = await serve({ handler: (request) => simulatedGemini.fetch(request), port: config.simulatedGeminiPort ?? 0 });
+    simulated = await serveSimulatedGemini(simulatedGemini, config.simulatedGeminiPort).catch(async (error: unknown) => {
+      await pooledFetch.close();
+      throw error;
+    });
     modelConfig.geminiBaseUrl = `${simulated.url}/v1beta`;
   }
-  const backing = await openBacking(config);
-  // Memory: the configured Drive, a simulated one beside the simulated model, else Google's.
-  const drive = await startDriveBackend({ simulated: mode === 'simulated' && !config.upstreamUrl, fetch: pooledFetch, ...(config.drive ? { config: config.drive } : {}) });
+  let backing: Backing;
+  let drive: DriveBackend;
+  try {
+    backing = await openBacking(config);
+    try {
+      // Memory: the configured Drive, a simulated one beside the simulated model, else Google's.
+      drive = await startDriveBackend({ simulated: mode === 'simulated' && !config.upstreamUrl, fetch: pooledFetch, ...(config.drive ? { config: config.drive } : {}) });
+    } catch (error) {
+      await backing.close();
+      throw error;
+    }
+  } catch (error) {
+    await simulated?.close();
+    await pooledFetch.close();
+    throw error;
+  }
   // Media steps and uploads: the upstream backend as the caller, else the simulated one.
   const mediaUrl = config.upstreamUrl ?? simulated?.url;
   modelConfig.upstream = (accessToken) => {
@@ -241,25 +257,86 @@ async function openBacking(config: DevServerConfig): Promise<Backing> {
     // Loaded only when asked for: a dev server on files never loads a database client.
     const { createRedisBackends } = await import('@org/adapter-node/redis');
     const backends = createRedisBackends({ url: config.redisUrl });
+    await checkDatabase(backends, 'REDIS_URL', 'Redis');
     return { ...backends, description: 'Redis (REDIS_URL): interactions, session logs and the event bus, shared by every instance' };
   }
   if (config.databaseUrl) {
     const { createPostgresBackends } = await import('@org/adapter-node/postgres');
     const backends = createPostgresBackends({ url: config.databaseUrl });
+    await checkDatabase(backends, 'DATABASE_URL', 'PostgreSQL');
     return { ...backends, description: 'PostgreSQL (DATABASE_URL): interactions, session logs and the event bus, shared by every instance' };
   }
   const storeDirectory = path.resolve(config.storeDirectory ?? path.join(os.tmpdir(), 'org-dev-proxy', 'interactions'));
-  mkdirSync(storeDirectory, { recursive: true });
   // Sessions beside the interactions, so dev servers sharing the folder share sessions too.
-  const bus = createFileEventBus({ directory: path.join(storeDirectory, 'bus') });
+  const folders = { store: storeDirectory, sessions: path.join(storeDirectory, 'sessions'), bus: path.join(storeDirectory, 'bus') };
+  checkFolders(Object.values(folders), config.storeDirectory !== undefined);
+  const bus = createFileEventBus({ directory: folders.bus });
   return {
-    store: createFileInteractionStore({ directory: storeDirectory }),
-    log: createFileSessionLog({ directory: path.join(storeDirectory, 'sessions') }),
+    store: createFileInteractionStore({ directory: folders.store }),
+    log: createFileSessionLog({ directory: folders.sessions }),
     bus,
     // The folder itself is not printed: banners get pasted into issues and chats.
     description: `files, ${config.storeDirectory !== undefined ? 'in INTERACTION_STORE_DIR' : 'in a folder under the system temp directory (set INTERACTION_STORE_DIR to choose)'}; dev servers sharing it share runs and sessions (REDIS_URL or DATABASE_URL to use a database)`,
     close: () => bus.close(),
   };
+}
+
+/** How long the start waits for the database to answer (the PostgreSQL client has no connect timeout). */
+const DATABASE_CHECK_MS = 10_000;
+
+/**
+ * Reads a session that does not exist, so a database that is down, or refuses the URL's password,
+ * stops the start with one line instead of failing every run after a banner that said all was well.
+ * The store's error names a reason code, never the URL or its password.
+ */
+async function checkDatabase(backends: Omit<Backing, 'description'>, setting: string, name: string): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new AgentError('STORE_ERROR', `${name} did not answer within ${DATABASE_CHECK_MS / 1000} s`)), DATABASE_CHECK_MS);
+  });
+  try {
+    await Promise.race([backends.log.get('dev-server-start-check'), timeout]);
+  } catch (error) {
+    await backends.close().catch(() => undefined);
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new AgentError('STORE_ERROR', `${setting}: ${reason}. Is ${name} running there, and are the URL's user, password and database right?`, { cause: error });
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Creates the store's folders and writes in each, so a folder the server cannot use stops the start
+ * rather than every run. The error gives the reason code, not the path (see the banner).
+ */
+function checkFolders(folders: readonly string[], chosen: boolean): void {
+  try {
+    for (const folder of folders) {
+      mkdirSync(folder, { recursive: true });
+      rmdirSync(mkdtempSync(path.join(folder, '.write-check-')));
+    }
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'error';
+    throw new AgentError(
+      'STORE_ERROR',
+      chosen
+        ? `INTERACTION_STORE_DIR cannot hold runs and sessions (${code}); choose a folder you can write to.`
+        : `The store folder under the system temp directory (org-dev-proxy/interactions) cannot hold runs and sessions (${code}); set INTERACTION_STORE_DIR to a folder you can write to.`,
+      { cause: error },
+    );
+  }
+}
+
+/** Serves the simulated Gemini; a port taken by something else is named as `SIMULATED_GEMINI_PORT`, not as the server's own. */
+async function serveSimulatedGemini(gemini: SimulatedGemini, port: number | undefined): Promise<RunningServer> {
+  try {
+    return await serve({ handler: (request) => gemini.fetch(request), port: port ?? 0 });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE') throw new AgentError('BAD_REQUEST', `SIMULATED_GEMINI_PORT ${port} is already in use; choose another port, or leave it unset for a free one.`, { cause: error });
+    if (code === 'EACCES') throw new AgentError('BAD_REQUEST', `SIMULATED_GEMINI_PORT ${port} needs privileges to listen on; choose one above 1023.`, { cause: error });
+    throw error;
+  }
 }
 
 function staticFile(text: string, contentType: string): Response {

@@ -146,6 +146,9 @@ describe('readModelBackendConfig', () => {
   it('describes the backend for the banner without keys or URL credentials', () => {
     const line = describeModelBackend(readModelBackendConfig({ OPENAI_BASE_URL: 'http://user:pw@localhost:11434/v1', MODEL: 'qwen3', OPENAI_API_KEY: 'sk-banner-secret' }));
     expect(line).toBe('Model:     OpenAI-compatible server at http://localhost:11434/v1 (qwen3)');
+    // Gateways that take the key in the query string: the banner keeps the name, not the value.
+    const gateway = describeModelBackend(readModelBackendConfig({ OPENAI_BASE_URL: 'https://gateway.example.test/v1?api_key=sk-query-secret&region=eu', MODEL: 'qwen3' }));
+    expect(gateway).toBe('Model:     OpenAI-compatible server at https://gateway.example.test/v1?api_key=redacted&region=eu (qwen3)');
     expect(describeModelBackend({})).toBe('Model:     SIMULATED Gemini (no model key set)');
     expect(describeModelBackend({ model: 'gpt-5', openaiApiKey: 'sk-banner-secret' })).not.toContain('sk-banner');
   });

@@ -131,11 +131,15 @@ function required(value: string | undefined, name: string, why: string): string 
   return value;
 }
 
+/** A URL fit for the banner: no credentials, and no value of a query parameter named like a secret (gateways take keys there). */
 function withoutCredentials(url: string): string {
   try {
     const parsed = new URL(url);
     parsed.username = '';
     parsed.password = '';
+    for (const name of [...parsed.searchParams.keys()]) {
+      if (/key|token|secret|password|sig/i.test(name)) parsed.searchParams.set(name, 'redacted');
+    }
     return parsed.toString().replace(/\/$/, '');
   } catch {
     return 'an invalid URL';
