@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeEventBusConformance, describeInteractionStoreConformance, describeSessionLogConformance } from '@org/core/testing';
@@ -171,5 +172,23 @@ describe('postgres stores', () => {
     const wrongPassword = url().replace(/:[^:@/]+@/, ':wrong-secret@');
     const unreachable = `postgres://postgres:wrong-secret@127.0.0.1:1/postgres`;
     await cases.expectRefusalsWithoutSecrets((target) => createPostgresInteractionStore({ url: target }), [wrongPassword, unreachable], 'postgres:');
+  });
+
+  it('fails a call with STORE_ERROR when the database takes connections but never answers, after connectTimeoutMs', async () => {
+    // A server that accepts the connection and then says nothing, as a host behind a dropped route.
+    const sockets: Socket[] = [];
+    const silent = createServer((socket) => void sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const port = (silent.address() as AddressInfo).port;
+    const store = createPostgresInteractionStore({ url: `postgres://postgres:secret@127.0.0.1:${port}/postgres`, connectTimeoutMs: 200 });
+    try {
+      const failure = await store.get('i-1').then(() => undefined, (error: unknown) => error);
+      expect(failure).toMatchObject({ code: 'STORE_ERROR' });
+      expect(String((failure as Error).message)).not.toContain('secret');
+    } finally {
+      await store.close();
+      for (const socket of sockets) socket.destroy();
+      silent.close();
+    }
   });
 });
