@@ -18,9 +18,9 @@ import {
 import { readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { crc32 } from 'node:zlib';
-import { AgentError, SESSION_STATUSES, type SessionInfo, type SessionLog, type SessionStatus } from '@org/core';
+import { AgentError, type SessionInfo, type SessionLog, type SessionStatus } from '@org/core';
 import { acquireFileLock, codeOf, type FileLock } from './file-lock.js';
-import { checkTtl, storeFailure } from './store-failure.js';
+import { checkStoredSession, checkTtl, storeFailure } from './store-failure.js';
 
 /** Options of {@link createFileSessionLog}. */
 export interface FileSessionLogOptions {
@@ -163,15 +163,8 @@ export function createFileSessionLog(options: FileSessionLogOptions): SessionLog
     } catch (error) {
       throw new AgentError('STORE_ERROR', `Session ${id} has a damaged record`, { cause: error });
     }
-    // A file edited by hand must not pass for a session the runtime would then act on.
     const { status, interactionId, owner } = (stored ?? {}) as Partial<Record<keyof StoredInfo, unknown>>;
-    if (
-      !(SESSION_STATUSES as readonly unknown[]).includes(status) ||
-      (interactionId !== undefined && typeof interactionId !== 'string') ||
-      (owner !== undefined && typeof owner !== 'string')
-    ) {
-      throw new AgentError('STORE_ERROR', `Session ${id} has a damaged record`);
-    }
+    checkStoredSession(id, { status, interactionId, owner });
     return stored as StoredInfo;
   };
 

@@ -1,4 +1,4 @@
-import { AgentError, DEFAULT_INTERACTION_TTL_MS, isAgentError } from '@org/core';
+import { AgentError, DEFAULT_INTERACTION_TTL_MS, isAgentError, SESSION_STATUSES } from '@org/core';
 
 /** The longest record id the database stores accept. */
 export const MAX_RECORD_ID_LENGTH = 512;
@@ -11,6 +11,24 @@ export function checkRecordId(kind: 'Interaction' | 'Session', id: string): void
   if (typeof id !== 'string' || id.length === 0 || id.length > MAX_RECORD_ID_LENGTH || /[\u0000-\u001f\u007f]/.test(id)) {
     const shown = typeof id === 'string' ? JSON.stringify(id.slice(0, 80)) : typeof id;
     throw new AgentError('BAD_REQUEST', `${kind} id ${shown} must be 1 to ${MAX_RECORD_ID_LENGTH} characters without control characters`);
+  }
+}
+
+/**
+ * Refuses with `STORE_ERROR` a session a store read back in a form no store writes: an unknown
+ * status, an event count that is not a whole number, an interaction or owner that is not a text.
+ * A record edited by hand (or by something else sharing the database) must not pass for a session
+ * the runtime would then act on; a `NaN` count, say, would number the next events `NaN`.
+ */
+export function checkStoredSession(id: string, fields: { status: unknown; eventCount?: number; interactionId?: unknown; owner?: unknown }): void {
+  const { status, eventCount, interactionId, owner } = fields;
+  if (
+    !(SESSION_STATUSES as readonly unknown[]).includes(status) ||
+    (eventCount !== undefined && !(Number.isSafeInteger(eventCount) && eventCount >= 0)) ||
+    (interactionId !== undefined && typeof interactionId !== 'string') ||
+    (owner !== undefined && typeof owner !== 'string')
+  ) {
+    throw new AgentError('STORE_ERROR', `Session ${id} has a damaged record`);
   }
 }
 

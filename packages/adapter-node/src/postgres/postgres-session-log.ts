@@ -1,6 +1,6 @@
-import { AgentError, SESSION_STATUSES } from '@org/core';
+import { AgentError } from '@org/core';
 import type { SessionInfo, SessionLog, SessionStatus } from '@org/core';
-import { checkRecordId, checkTtl } from '../store-failure.js';
+import { checkRecordId, checkStoredSession, checkTtl } from '../store-failure.js';
 import {
   attempt,
   createSweeper,
@@ -75,10 +75,7 @@ export function postgresSessionLogOn(
       const row = rows[0];
       if (!row) return undefined;
       const eventCount = Number(row.event_count);
-      // A row edited by hand must not pass for a session the runtime would then act on.
-      if (!(SESSION_STATUSES as readonly unknown[]).includes(row.status) || !(eventCount >= 0)) {
-        throw new AgentError('STORE_ERROR', `Session ${id} has a damaged record`);
-      }
+      checkStoredSession(id, { status: row.status, eventCount });
       const info: SessionInfo = { status: row.status as SessionStatus, eventCount };
       if (row.interaction_id !== null) info.interactionId = decodeText(row.interaction_id as string);
       if (row.owner !== null) info.owner = decodeText(row.owner as string);

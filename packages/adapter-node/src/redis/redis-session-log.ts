@@ -1,6 +1,6 @@
-import { AgentError, SESSION_STATUSES } from '@org/core';
+import { AgentError } from '@org/core';
 import type { SessionInfo, SessionLog, SessionStatus } from '@org/core';
-import { checkRecordId, checkTtl, storeFailure } from '../store-failure.js';
+import { checkRecordId, checkStoredSession, checkTtl, storeFailure } from '../store-failure.js';
 import { defineRedisScript, openRedisConnection, replyText, type RedisConnection, type RedisConnectionOptions } from './redis-connection.js';
 
 /** Options of {@link createRedisSessionLog}. */
@@ -88,11 +88,7 @@ export function redisSessionLogOn(connection: RedisConnection, options: Pick<Red
       const [status, count, interactionId, owner] = (reply as unknown[]).map(replyText);
       if (status === undefined) return undefined;
       const eventCount = Number(count ?? 0);
-      // A hash edited by hand (or by something else sharing the server) must not pass for a
-      // session: a NaN count would number the next events NaN.
-      if (!(SESSION_STATUSES as readonly string[]).includes(status) || !Number.isSafeInteger(eventCount) || eventCount < 0) {
-        throw new AgentError('STORE_ERROR', `Session ${id} has a damaged record`);
-      }
+      checkStoredSession(id, { status, eventCount });
       const info: SessionInfo = { status: status as SessionStatus, eventCount };
       if (interactionId !== undefined) info.interactionId = interactionId;
       if (owner !== undefined) info.owner = owner;
