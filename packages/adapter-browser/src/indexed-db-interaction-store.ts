@@ -1,4 +1,4 @@
-import { AgentError, DEFAULT_INTERACTION_TTL_MS, type InteractionRecord, type InteractionStore } from '@org/core';
+import { AgentError, checkRecordId, DEFAULT_INTERACTION_TTL_MS, type InteractionRecord, type InteractionStore } from '@org/core';
 
 /** Options of {@link createIndexedDbInteractionStore}. */
 export interface IndexedDbInteractionStoreOptions {
@@ -31,9 +31,6 @@ const WRITTEN_AT = 'writtenAt';
 
 /** Expired records are swept at most this often. */
 const SWEEP_EVERY_MS = 60_000;
-
-/** The longest interaction id kept, as in the server stores. */
-const MAX_ID_LENGTH = 512;
 
 /**
  * An `InteractionStore` in the browser's IndexedDB, so a suspended or interrupted in-page run
@@ -155,7 +152,7 @@ export function createIndexedDbInteractionStore(options: IndexedDbInteractionSto
   return {
     ...(options.maxStateBytes === undefined ? {} : { maxStateBytes: options.maxStateBytes }),
     async get(id) {
-      checkId(id);
+      checkRecordId('Interaction', id);
       return transact(id, 'read', 'readonly', async (records, states) => {
         const [found, state] = await Promise.all([request(records.get(id)), request(states.get(id))]);
         const record = live(found);
@@ -165,7 +162,7 @@ export function createIndexedDbInteractionStore(options: IndexedDbInteractionSto
       });
     },
     async set(id, write, expected) {
-      checkId(id);
+      checkRecordId('Interaction', id);
       if (expected === null && write.state === undefined) throw new AgentError('STORE_ERROR', `Interaction ${id}: a new record needs a state`);
       if (write.state !== undefined && options.maxStateBytes !== undefined) checkSize(id, write.state, options.maxStateBytes);
       const version = await transact(id, 'save', 'readwrite', async (records, states) => {
@@ -180,7 +177,7 @@ export function createIndexedDbInteractionStore(options: IndexedDbInteractionSto
       return version;
     },
     async delete(id, expected) {
-      checkId(id);
+      checkRecordId('Interaction', id);
       return transact(id, 'delete', 'readwrite', async (records, states) => {
         const current = live(await request(records.get(id)));
         if (!current || (expected !== undefined && current.version !== expected)) return false;
@@ -195,14 +192,6 @@ export function createIndexedDbInteractionStore(options: IndexedDbInteractionSto
       void pending?.then((db) => db.close()).catch(() => undefined);
     },
   };
-}
-
-/** Refuses an id the server stores refuse too, before it reaches a key or a message. */
-function checkId(id: string): void {
-  if (typeof id !== 'string' || id.length === 0 || id.length > MAX_ID_LENGTH || /[\u0000-\u001f\u007f]/.test(id)) {
-    const shown = typeof id === 'string' ? JSON.stringify(id.slice(0, 80)) : typeof id;
-    throw new AgentError('BAD_REQUEST', `Interaction id ${shown} must be 1 to ${MAX_ID_LENGTH} characters without control characters`);
-  }
 }
 
 function checkSize(id: string, state: string, limit: number): void {

@@ -1,19 +1,5 @@
 import { AgentError, DEFAULT_INTERACTION_TTL_MS, isAgentError, SESSION_STATUSES } from '@org/core';
 
-/** The longest record id the database stores accept. */
-export const MAX_RECORD_ID_LENGTH = 512;
-
-/**
- * Refuses an interaction or session id that no database store should hold: empty, longer than
- * 512 characters, or with control characters (PostgreSQL's `text` cannot even hold a NUL).
- */
-export function checkRecordId(kind: 'Interaction' | 'Session', id: string): void {
-  if (typeof id !== 'string' || id.length === 0 || id.length > MAX_RECORD_ID_LENGTH || /[\u0000-\u001f\u007f]/.test(id)) {
-    const shown = typeof id === 'string' ? JSON.stringify(id.slice(0, 80)) : typeof id;
-    throw new AgentError('BAD_REQUEST', `${kind} id ${shown} must be 1 to ${MAX_RECORD_ID_LENGTH} characters without control characters`);
-  }
-}
-
 /**
  * Refuses with `STORE_ERROR` a session a store read back in a form no store writes: an unknown
  * status, an event count that is not a whole number, an interaction or owner that is not a text.

@@ -41,7 +41,7 @@ export type { AgentFileSystem, FileDescriptor, MountedDirectory, TaskNode, TaskT
 export { createSheetManager, type MemoryGraph, type MemorySheet, type SheetManager, type SheetManagerOptions } from './memory/index.js';
 
 // Ports
-export { DEFAULT_INTERACTION_TTL_MS } from './interactions/index.js';
+export { checkRecordId, DEFAULT_INTERACTION_TTL_MS, MAX_RECORD_ID_LENGTH } from './interactions/index.js';
 export { SESSION_STATUSES, TERMINAL_SESSION_STATUSES } from './ports/index.js';
 export type {
   AgentPorts,

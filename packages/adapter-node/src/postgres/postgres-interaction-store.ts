@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { AgentError, type InteractionStore } from '@org/core';
-import { checkRecordId, checkTtl } from '../store-failure.js';
+import { AgentError, checkRecordId, type InteractionStore } from '@org/core';
+import { checkTtl } from '../store-failure.js';
 import {
   attempt,
   createSweeper,

@@ -1,6 +1,6 @@
-import { AgentError } from '@org/core';
+import { AgentError, checkRecordId } from '@org/core';
 import type { SessionInfo, SessionLog, SessionStatus } from '@org/core';
-import { checkRecordId, checkStoredSession, checkTtl } from '../store-failure.js';
+import { checkStoredSession, checkTtl } from '../store-failure.js';
 import {
   attempt,
   createSweeper,

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { AgentError, type InteractionStore } from '@org/core';
-import { checkRecordId, checkTtl, storeFailure } from '../store-failure.js';
+import { AgentError, checkRecordId, type InteractionStore } from '@org/core';
+import { checkTtl, storeFailure } from '../store-failure.js';
 import { defineRedisScript, openRedisConnection, replyText, type RedisConnection, type RedisConnectionOptions } from './redis-connection.js';
 
 /** Options of {@link createRedisInteractionStore}. */

@@ -1,6 +1,6 @@
-import { AgentError } from '@org/core';
+import { AgentError, checkRecordId } from '@org/core';
 import type { SessionInfo, SessionLog, SessionStatus } from '@org/core';
-import { checkRecordId, checkStoredSession, checkTtl, storeFailure } from '../store-failure.js';
+import { checkStoredSession, checkTtl, storeFailure } from '../store-failure.js';
 import { defineRedisScript, openRedisConnection, replyText, type RedisConnection, type RedisConnectionOptions } from './redis-connection.js';
 
 /** Options of {@link createRedisSessionLog}. */

@@ -15,3 +15,4 @@ export {
   type InteractionLabel,
 } from './interaction-claims.js';
 export { DEFAULT_INTERACTION_TTL_MS, DEFAULT_MAX_STATE_BYTES, MAX_STATE_DEPTH, toJsonText, type JsonTextOptions } from './json-text.js';
+export { checkRecordId, MAX_RECORD_ID_LENGTH } from './record-id.js';
