@@ -6,6 +6,7 @@ import { PrefixCacheTable, type CachedPrefix, type PrefixCache } from './prefix-
 import { redactDetails, redactSecrets, redactUrl, secretsOfUrl } from './redact.js';
 import { createRequestSerializer } from '../model/request-json.js';
 import { readLimitedText, readSseEvents, type ProviderStreamLimits } from './providers/provider-transport.js';
+import { pastRetryBudget, withAttempts } from './retry-budget.js';
 import { retryAfterMs } from './retry-after.js';
 
 /** Retry policy for transient failures (429, 503) before the first chunk arrives. */
@@ -126,14 +127,8 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
           const hinted = retryDelayMs(error.details);
           const backoff = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
           const delay = Math.min(maxDelayMs, hinted ?? backoff * (0.5 + Math.random() * 0.5));
-          if (waitedMs + delay > maxTotalDelayMs) {
-            // Waiting on would look like a silent model to the loop's idle timeout, and asking
-            // again sooner would only spend the quota: the run pauses and can be resumed later.
-            throw withAttempts(error, attempt, {
-              message: `${error.message} (not retried: waiting ${seconds(delay)} s more would pass the retry budget of ${seconds(maxTotalDelayMs)} s)`,
-              retryable: false,
-            });
-          }
+          // Asking again sooner would only spend the quota.
+          if (waitedMs + delay > maxTotalDelayMs) throw pastRetryBudget(error, attempt, delay, maxTotalDelayMs);
           waitedMs += delay;
           await sleep(delay, signal);
         }
@@ -455,16 +450,6 @@ async function toGeminiError(response: Response, secrets: ReadonlyArray<string |
   });
 }
 
-/**
- * `error` with the attempts made (the loop does not retry again what was retried here) and,
- * when `change` says so, another message and `retryable: false` (the loop does not retry it at all).
- */
-function withAttempts(error: AgentError, attempts: number, change?: { message: string; retryable: false }): AgentError {
-  const details: Record<string, unknown> = { ...error.details, attempts };
-  if (change) details.retryable = change.retryable;
-  return new AgentError(error.code, change?.message ?? error.message, { cause: error.cause, details });
-}
-
 /** An error body from the provider; whatever of our request it echoes back is redacted. */
 function errorFromBody(
   body: GeminiErrorBody,
@@ -535,10 +520,6 @@ function dailyQuotaOf(details: Record<string, unknown> | undefined): string | un
 }
 
 /** Milliseconds as seconds to a tenth, for messages. */
-function seconds(ms: number): number {
-  return Math.round(ms / 100) / 10;
-}
-
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {

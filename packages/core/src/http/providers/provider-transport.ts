@@ -4,6 +4,7 @@ import { createSseParser, type SseEvent } from '../../sse/index.js';
 import type { RetryOptions } from '../gemini-backend-client.js';
 import { secretsOfUrl } from '../redact.js';
 import { retryAfterMs } from '../retry-after.js';
+import { pastRetryBudget, withAttempts } from '../retry-budget.js';
 
 /** Limits on what a provider may stream back; every answer is treated as hostile. */
 export interface ProviderStreamLimits {
@@ -91,16 +92,11 @@ export async function openProviderStream(request: ProviderRequest): Promise<Resp
     const error = await errorFromResponse(request, response);
     const retryable = error.details?.retryable === true;
     // With `attempts` the loop knows these were made: it pauses the run rather than asking again.
-    if (!retryable || attempt >= maxAttempts) throw new AgentError(error.code, error.message, { details: { ...error.details, attempts: attempt } });
+    if (!retryable || attempt >= maxAttempts) throw withAttempts(error, attempt);
     const hinted = typeof error.details?.retryAfterMs === 'number' ? error.details.retryAfterMs : undefined;
     const backoff = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
     const delay = Math.min(maxDelayMs, hinted ?? backoff * (0.5 + Math.random() * 0.5));
-    if (waitedMs + delay > maxTotalDelayMs) {
-      // Waiting on would look like a silent model to the loop's idle timeout: the run pauses and
-      // can be resumed later, as with the Gemini client.
-      const message = `${error.message} (not retried: waiting ${Math.round(delay / 100) / 10} s more would pass the retry budget of ${Math.round(maxTotalDelayMs / 100) / 10} s)`;
-      throw new AgentError(error.code, message, { details: { ...error.details, attempts: attempt, retryable: false } });
-    }
+    if (waitedMs + delay > maxTotalDelayMs) throw pastRetryBudget(error, attempt, delay, maxTotalDelayMs);
     waitedMs += delay;
     await sleep(delay, request.signal);
   }
