@@ -58,7 +58,9 @@ export function createLocalAgentClient(options: LocalAgentOptions = {}): AgentCl
     ...runOptions
   } = options;
   // Said now, where the app builds its client, rather than as a failed run later.
-  if (!givenBackend && !geminiApiKey && !geminiBaseUrl) throw new TypeError(MISSING_BACKEND);
+  if (!givenBackend && !geminiApiKey && !geminiBaseUrl) {
+    throw new TypeError('createLocalAgentClient: pass `backend`, or `geminiApiKey` (or `geminiBaseUrl` of a gateway that adds the key) for the default Gemini backend');
+  }
   let ports: AgentPorts | undefined;
   const portsOf = (): AgentPorts => {
     if (ports) return ports;
@@ -96,12 +98,8 @@ export function createLocalAgentRun(input: RunInput, options: LocalAgentOptions 
   return createLocalAgentClient(local).startRun(input, handleOptions);
 }
 
-const MISSING_BACKEND =
-  'createLocalAgentClient: pass `backend`, or `geminiApiKey` (or `geminiBaseUrl` of a gateway that adds the key) for the default Gemini backend';
-
 function defaultBackend(apiKey: string | undefined, baseUrl: string | undefined, fetchFn: typeof fetch | undefined): BackendClient {
-  // A gateway at `geminiBaseUrl` may add the key itself; Google's own endpoint needs one from here.
-  if (!apiKey && !baseUrl) throw new TypeError(MISSING_BACKEND);
+  // `createLocalAgentClient` made sure of a key or a base URL: a gateway there may add the key itself.
   const options: Parameters<typeof createGeminiBackendClient>[0] = {
     fetch: fetchFn ?? ((input, init) => globalThis.fetch(input, init)),
   };

@@ -54,7 +54,7 @@ export function createJsonTextEncoder(options: JsonTextOptions): (value: unknown
     assertJson(rest, [], maxDepth, options.label);
     // A state's other fields hold no fixed values (those are parts of requests): one
     // `JSON.stringify` writes the same text faster than field by field.
-    return withinLimit(jsonWithContents(contents, rest, contentJson, stringifyObject), options);
+    return withinLimit(jsonWithContents(contents, rest, contentJson, JSON.stringify), options);
   };
 }
 
@@ -71,10 +71,6 @@ function withinLimit(text: string, options: JsonTextOptions): string {
     }
   }
   return text;
-}
-
-function stringifyObject(value: object): string {
-  return JSON.stringify(value);
 }
 
 /**
