@@ -1,6 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineFunction } from '../../functions/index.js';
 import { ModelTurnAccumulator } from '../../model/index.js';
 import type { LLMContent } from '../../protocol/content.js';
+import type { AgentEvent } from '../../protocol/events.js';
 import type { GenerateContentRequest, GenerateContentResponse } from '../../protocol/gemini.js';
 import {
   collect,
@@ -13,6 +16,8 @@ import {
   type MockProvider,
   type MockRoute,
 } from '../../../test/provider-replay-server.js';
+import { run } from '../../run/index.js';
+import { createMemoryInteractionStore } from '../../testing/index.js';
 import { createAnthropicBackendClient, toAnthropicRequest } from './anthropic-backend-client.js';
 
 const KEY = 'sk-ant-api03-test-0123456789';
@@ -232,6 +237,31 @@ describe('createAnthropicBackendClient', () => {
     const messages = (JSON.parse(provider.requests[1]?.body ?? '{}') as { messages: Array<{ content: Array<{ type: string; id?: string; tool_use_id?: string }> }> }).messages;
     expect(messages[1]?.content.filter((block) => block.type === 'tool_use').map((block) => block.id)).toEqual(ids);
     expect(messages[2]?.content.map((block) => block.tool_use_id)).toEqual(ids);
+  });
+
+  it('answers at the turn cap after tool use: the functions called go along as tools the model may not call', async () => {
+    // As the API does: a history with tool blocks needs tools in the request.
+    const provider = await serve((request, response) => {
+      const sent = JSON.parse(request.body) as { tools?: unknown[]; messages: Array<{ content: Array<{ type: string }> }> };
+      const toolBlocks = sent.messages.some((message) => message.content.some((block) => block.type === 'tool_use' || block.type === 'tool_result'));
+      if (toolBlocks && !sent.tools) {
+        sendJson(response, 400, JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: 'Requests which include `tool_use` or `tool_result` blocks must define tools.' } }));
+      } else {
+        sendStream(response, sseFromJsonl(fixture('anthropic', toolBlocks ? 'messages-text-plain.jsonl' : 'messages-text-then-tool-use.jsonl')));
+      }
+    });
+    const json = defineFunction({ name: 'json', description: 'Answers with JSON.', parameters: z.object({ elements: z.array(z.unknown()) }), handler: async () => ({ shown: true }) });
+    const backend = createAnthropicBackendClient({ apiKey: KEY, fetch, baseUrl: provider.baseUrl });
+    const events: AgentEvent[] = [];
+    const ports = { backend, store: createMemoryInteractionStore() };
+    for await (const event of run({ segments: [{ type: 'text', text: 'Show the weather.' }] }, ports, { mode: 'chat', maxTurns: 1, defaultFunctionGroups: false, functionGroups: [{ name: 'json', functions: [json] }] })) {
+      events.push(event);
+    }
+    expect(events.filter((event) => event.type === 'error')).toEqual([]);
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: false, outcomes: { parts: [{ text: expect.stringMatching(/^Hello! I'm doing well/) }] } } });
+    const last = JSON.parse(provider.requests[1]?.body ?? '{}') as Record<string, unknown>;
+    expect(last.tools).toEqual([{ name: 'json', description: 'Not available in this turn.', input_schema: { type: 'object' } }]);
+    expect(last.tool_choice).toEqual({ type: 'none' });
   });
 
   it('turns the error event in the middle of a stream into MODEL_UNAVAILABLE', async () => {

@@ -157,6 +157,14 @@ export function toAnthropicRequest(
     if (calling.mode === 'NONE') request.tool_choice = { type: 'none' };
     else if (forced) request.tool_choice = calling.allowed.length === 1 ? { type: 'tool', name: calling.allowed[0] } : { type: 'any' };
     else request.tool_choice = { type: 'auto' };
+  } else {
+    // The API refuses a history with tool use blocks in a request that defines no tools (the
+    // tool-free last turn at the turn cap): the functions it called are declared, not callable.
+    const called = calledFunctionTools(body.contents ?? []);
+    if (called.length > 0) {
+      request.tools = called;
+      request.tool_choice = { type: 'none' };
+    }
   }
 
   const wantsThinking = settings.includeThoughts || (settings.thinkingBudget !== undefined && settings.thinkingBudget > 0);
@@ -175,6 +183,16 @@ export function toAnthropicRequest(
   }
   if (settings.stopSequences && settings.stopSequences.length > 0) request.stop_sequences = settings.stopSequences;
   return request;
+}
+
+/** A stand-in declaration for each function the history calls, to be shown and not called. */
+function calledFunctionTools(contents: readonly LLMContent[]): JsonObject[] {
+  const names = new Set<string>();
+  for (const content of contents) {
+    if (content.role !== 'model') continue;
+    for (const part of content.parts) if (part.functionCall) names.add(part.functionCall.name);
+  }
+  return [...names].map((name) => ({ name, description: 'Not available in this turn.', input_schema: { type: 'object' } }));
 }
 
 /** The history as Messages: one message per content, neighbours of the same role merged. */
