@@ -221,6 +221,7 @@ export async function startDevServer(config: DevServerConfig): Promise<DevServer
       url,
       mode,
       modelLine: describeModelBackend(modelConfig),
+      model: modelConfig.model,
       baseUrl: modelConfig.geminiBaseUrl,
       store: backing.description,
       upstreamUrl: config.upstreamUrl,
@@ -395,6 +396,7 @@ interface BannerFacts {
   url: string;
   mode: DevServer['mode'];
   modelLine: string;
+  model: string | undefined;
   baseUrl: string | undefined;
   store: string;
   upstreamUrl: string | undefined;
@@ -421,6 +423,9 @@ function banner(facts: BannerFacts): string {
       ? [
           `Model:     SIMULATED Gemini at ${baseUrl} (no GEMINI_API_KEY set): a local stand-in, no real model is called;`,
           '           it can also draw a picture and run code. Point other clients at it with GEMINI_BASE_URL.',
+          ...(facts.model !== undefined && !/^(?:models\/)?gemini/i.test(facts.model)
+            ? [`           MODEL=${facts.model.slice(0, 80)} names no provider, so the simulated Gemini answers; set MODEL_PROVIDER (or OPENAI_BASE_URL for a local server).`]
+            : []),
         ]
       : mode === 'custom'
         ? [`Model:     Gemini-compatible endpoint at ${displayUrl(baseUrl ?? '')}`]

@@ -30,8 +30,16 @@ describe('the playground at / of a real dev server (simulated model)', () => {
     const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     const problems: string[] = [];
     page.on('pageerror', (error) => problems.push(error.message));
+    // Nothing the page asks for goes unanswered (a missing favicon included).
+    page.on('requestfinished', (request) => {
+      void request.response().then((response) => {
+        if (response && response.status() >= 400) problems.push(`${response.status()} ${request.url()}`);
+      });
+    });
     await page.goto(`${url}/`);
     await page.waitForSelector('body[data-ready=true]');
+    // A browser asks no server for the icon of the tab.
+    expect(await page.locator('link[rel=icon]').getAttribute('href')).toBe('data:,');
 
     await page.fill('#objective', 'Ask for my name, then let me pick a time of day, and greet me.');
     await page.click('#run');

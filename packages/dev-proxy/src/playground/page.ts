@@ -5,6 +5,7 @@ export const PLAYGROUND_HTML = `<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Agent playground</title>
+<link rel="icon" href="data:,">
 <style>
   :root { font-family: system-ui, sans-serif; color: #1d1d1f; background: #f6f7f9; }
   body { margin: 0; }
