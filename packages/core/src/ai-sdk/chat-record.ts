@@ -1,10 +1,9 @@
 import { AgentError } from '../errors/index.js';
 import { encodeState } from '../interactions/index.js';
+import { CHAT_RECORD_PREFIX } from '../interactions/record-id.js';
 import type { InteractionStore } from '../ports/index.js';
 import type { ChatAnswer } from './ui-message-chunks.js';
 
-/** Where a chat's record lives in the interaction store: a prefix no interaction id starts with, in the alphabet every store accepts. */
-const CHAT_RECORD_PREFIX = 'ui-chat.';
 const CHAT_RECORD_VERSION = 1;
 /** The runs a chat keeps; older ones drop out of the restored conversation. */
 const MAX_RUNS = 100;

@@ -1,6 +1,7 @@
 import { AgentError } from '../errors/index.js';
 import type { InteractionStore } from '../ports/index.js';
 import { createJsonTextEncoder, DEFAULT_MAX_STATE_BYTES, type JsonTextOptions, toJsonText } from './json-text.js';
+import { isChatRecordId } from './record-id.js';
 
 /** How long a claim holds a record without renewing it, unless a run says otherwise. */
 export const DEFAULT_LEASE_MS = 60_000;
@@ -93,6 +94,7 @@ export async function createClaimedInteraction(
 
 /** The owner and session of the record under `id`, without claiming it; `undefined` when absent. */
 export async function readInteractionLabel(store: InteractionStore, id: string): Promise<InteractionLabel | undefined> {
+  if (isChatRecordId(id)) return undefined;
   const record = await storeCall(id, 'read', () => store.get(id));
   if (!record) return undefined;
   const { owner, sessionId } = parseMeta(id, record.meta);
@@ -111,6 +113,8 @@ export async function readInteractionLabel(store: InteractionStore, id: string):
 export async function claimInteraction(store: InteractionStore, id: string, options: ClaimOptions = {}): Promise<ClaimResult> {
   const now = options.now ?? Date.now;
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+  // A chat's record is no run, whoever names it: it is as unknown as any other id.
+  if (isChatRecordId(id)) return { status: 'missing' };
   for (let attempt = 0; attempt < 3; attempt += 1) {
     const record = await storeCall(id, 'read', () => store.get(id));
     if (!record) return { status: 'missing' };

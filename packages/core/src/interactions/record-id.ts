@@ -1,5 +1,16 @@
 import { AgentError } from '../errors/index.js';
 
+/**
+ * Where the AI SDK chat endpoint keeps a chat's record in the interaction store. No interaction id
+ * starts with it, and no claim or label read takes such a record for a run.
+ */
+export const CHAT_RECORD_PREFIX = 'ui-chat.';
+
+/** Whether `id` names a chat's record rather than a run. */
+export function isChatRecordId(id: unknown): boolean {
+  return typeof id === 'string' && id.startsWith(CHAT_RECORD_PREFIX);
+}
+
 /** The longest interaction or session id a store should keep. */
 export const MAX_RECORD_ID_LENGTH = 512;
 
