@@ -264,6 +264,41 @@ describe('createAnthropicBackendClient', () => {
     expect(last.tool_choice).toEqual({ type: 'none' });
   });
 
+  it('goes on with a turn the API paused, sending what it said so far back as the last assistant message, and ends it once', async () => {
+    const first = fixture('anthropic', 'messages-web-search-citations.jsonl').replace('"stop_reason":"end_turn"', '"stop_reason":"pause_turn"');
+    expect(first).toContain('pause_turn');
+    const provider = await serve((_request, response, index) => sendStream(response, sseFromJsonl(index === 0 ? first : fixture('anthropic', 'messages-text-plain.jsonl'))));
+    const client = createAnthropicBackendClient({ apiKey: KEY, fetch, baseUrl: provider.baseUrl, serverTools: [{ type: 'web_search_20250305', name: 'web_search' }] });
+    const chunks = await collect(client.streamGenerateContent('claude-sonnet-4-5', body([{ role: 'user', parts: [{ text: 'Tech news today?' }] }])));
+    const { turn } = fold(chunks);
+
+    expect(provider.requests).toHaveLength(2);
+    expect(chunks.filter((chunk) => chunk.candidates?.[0]?.finishReason !== undefined)).toHaveLength(1);
+    expect(turn.finishReason).toBe('STOP');
+    const text = turn.content.parts.map((part) => (part.thought ? '' : (part.text ?? ''))).join('');
+    expect(text).toMatch(/^Based on my search results/);
+    expect(text).toMatch(/Is there anything I can help you with\?$/);
+
+    const [again, sentFirst] = [JSON.parse(provider.requests[1]?.body ?? '{}'), JSON.parse(provider.requests[0]?.body ?? '{}')] as Array<{ messages: Array<{ role: string; content: Array<Record<string, unknown>> }> }>;
+    expect(again.messages.slice(0, -1)).toEqual(sentFirst.messages);
+    const paused = again.messages.at(-1);
+    expect(paused?.role).toBe('assistant');
+    const [searchCall, searchResult] = finalBlocks(first);
+    expect(paused?.content.slice(0, 2)).toEqual([searchCall, searchResult]);
+    expect(paused?.content.some((block) => Array.isArray(block.citations) && block.citations.length > 0)).toBe(true);
+    expect({ ...again, messages: [] }).toEqual({ ...sentFirst, messages: [] });
+  });
+
+  it('ends a turn the API keeps pausing after five continuations, as it stands', async () => {
+    const paused = fixture('anthropic', 'messages-text-plain.jsonl').replace('"stop_reason":"end_turn"', '"stop_reason":"pause_turn"');
+    const provider = await serve((_request, response) => sendStream(response, sseFromJsonl(paused)));
+    const client = createAnthropicBackendClient({ apiKey: KEY, fetch, baseUrl: provider.baseUrl });
+    const { turn } = fold(await collect(client.streamGenerateContent('claude-sonnet-4-5', body([{ role: 'user', parts: [{ text: 'Hi' }] }]))));
+    expect(provider.requests).toHaveLength(6);
+    expect(turn.finishReason).toBe('STOP');
+    expect(turn.usageMetadata).toMatchObject({ promptTokenCount: 6 * 12, candidatesTokenCount: 6 * 30 });
+  });
+
   it('turns the error event in the middle of a stream into MODEL_UNAVAILABLE', async () => {
     const provider = await serve((_request, response) => sendStream(response, fixture('anthropic', 'messages-error-overloaded-midstream.SYNTHETIC.sse')));
     const client = createAnthropicBackendClient({ apiKey: KEY, fetch, baseUrl: provider.baseUrl });

@@ -98,23 +98,62 @@ export function createAnthropicBackendClient(options: AnthropicBackendClientOpti
     async *streamGenerateContent(model, body, signal) {
       // The history's messages are written from the text kept for each content.
       const now = Date.now();
-      const kept = keptHistory(body.contents ?? [], now, turnOf);
+      const contents = body.contents ?? [];
+      const kept = keptHistory(contents, now, turnOf);
       const messages: JsonObject[] = [];
       const request = toAnthropicRequest(options.model ?? model, body, options, now, kept.container === undefined ? { messages } : { messages, container: kept.container });
-      const response = await openProviderStream({
-        provider: PROVIDER,
-        fetch: options.fetch,
-        url: `${baseUrl}/messages`,
-        headers,
-        body: fieldsJson(request, new Map([[messages, kept.json]])),
-        signal,
-        retry: options.retry,
-        secrets,
-      });
-      yield* translateAnthropicStream(readSseEvents(response, { provider: PROVIDER, limits: options.limits, signal }), secrets);
+      // A turn the API paused (a long server tool loop) goes on in a new request that ends with
+      // what it said so far, unchanged; the parts of every round make one model turn.
+      const paused: Part[] = [];
+      let usage: UsageMetadata | undefined;
+      for (let round = 0; ; round += 1) {
+        let history = kept.json;
+        if (paused.length > 0) {
+          const turn = contentTurnOf({ role: 'model', parts: paused }, contents.length);
+          history = withPausedTurn(history, turn.blocks);
+          // A container the paused turn started (code execution) serves the rest of it.
+          const container = turn.container && containerAt(turn.container, now);
+          if (container) request.container = container;
+        }
+        const response = await openProviderStream({
+          provider: PROVIDER,
+          fetch: options.fetch,
+          url: `${baseUrl}/messages`,
+          headers,
+          body: fieldsJson(request, new Map([[messages, history]])),
+          signal,
+          retry: options.retry,
+          secrets,
+        });
+        const stream = translateAnthropicStream(readSseEvents(response, { provider: PROVIDER, limits: options.limits, signal }), secrets, {
+          goesOn: round < MAX_PAUSE_CONTINUATIONS,
+          ...(usage ? { usage } : {}),
+        });
+        for (;;) {
+          const next = await stream.next();
+          if (next.done) {
+            if (next.value === undefined) return;
+            usage = next.value.usage;
+            break;
+          }
+          const parts = next.value.candidates?.[0]?.content?.parts;
+          if (parts) paused.push(...parts);
+          yield next.value;
+        }
+      }
     },
     ...mediaMethods(options.upstream, 'createAnthropicBackendClient'),
   };
+}
+
+/** How many times one turn the API paused is continued before it ends as it stands. */
+const MAX_PAUSE_CONTINUATIONS = 5;
+
+/** The history's messages (a JSON array) with the paused turn's blocks as a last assistant message. */
+function withPausedTurn(historyJson: string, blocks: JsonObject[]): string {
+  if (blocks.length === 0) return historyJson;
+  const message = JSON.stringify({ role: 'assistant', content: blocks });
+  return historyJson === '[]' ? `[${message}]` : `${historyJson.slice(0, -1)},${message}]`;
 }
 
 /** Each fixed declaration as a Messages tool, translated once. */
@@ -359,8 +398,23 @@ interface OpenBlock {
   citations: JsonObject[];
 }
 
-/** Translates a Messages event stream into Gemini chunks. */
-export async function* translateAnthropicStream(events: AsyncIterable<SseEvent>, secrets: readonly string[]): AsyncGenerator<GenerateContentResponse> {
+/** How a Messages stream is read when its turn may go on in another request. */
+interface StreamRound {
+  /** A `pause_turn` stop ends the stream without a finish chunk: the turn goes on. */
+  goesOn?: boolean;
+  /** What the earlier requests of the turn cost, added to this one's. */
+  usage?: UsageMetadata;
+}
+
+/**
+ * Translates a Messages event stream into Gemini chunks. When `round.goesOn` and the API paused
+ * the turn, the stream ends without a finish chunk and returns the usage so far.
+ */
+export async function* translateAnthropicStream(
+  events: AsyncIterable<SseEvent>,
+  secrets: readonly string[],
+  round: StreamRound = {},
+): AsyncGenerator<GenerateContentResponse, { usage: UsageMetadata } | undefined> {
   const identity: ChunkIdentity = {};
   const open = new Map<number, OpenBlock>();
   let usage: UsageMetadata = {};
@@ -430,11 +484,13 @@ export async function* translateAnthropicStream(events: AsyncIterable<SseEvent>,
       }
       case 'message_stop': {
         if (container) yield partsChunk([{ [PROVIDER_DATA_FIELD]: { provider: 'anthropic', container } }], identity);
+        if (round.usage) usage = addedUsage(round.usage, usage);
         const total = (usage.promptTokenCount ?? 0) + (usage.candidatesTokenCount ?? 0);
         if (total > 0) usage.totalTokenCount = total;
+        if (stopReason === 'pause_turn' && round.goesOn) return { usage };
         const reason = finishReasonOf(stopReason, sawCall ? undefined : malformed);
         yield finishChunk(reason, usage, identity, reason === 'MALFORMED_FUNCTION_CALL' && malformed ? { finishMessage: malformed } : {});
-        return;
+        return undefined;
       }
       case 'error':
         throw providerError(PROVIDER, undefined, errorFieldsOf(payload), secrets);
@@ -542,6 +598,16 @@ function finishReasonOf(stopReason: string | undefined, malformed: string | unde
     default:
       return 'OTHER';
   }
+}
+
+/** The usage of two requests of one turn together. */
+function addedUsage(earlier: UsageMetadata, later: UsageMetadata): UsageMetadata {
+  const sum: UsageMetadata = { ...later };
+  for (const key of ['promptTokenCount', 'cachedContentTokenCount', 'candidatesTokenCount'] as const) {
+    const total = (earlier[key] ?? 0) + (later[key] ?? 0);
+    if (total > 0) sum[key] = total;
+  }
+  return sum;
 }
 
 function usageOf(value: unknown, known: UsageMetadata): UsageMetadata {
