@@ -279,7 +279,9 @@ describe('createAnthropicBackendClient', () => {
     expect(text).toMatch(/^Based on my search results/);
     expect(text).toMatch(/Is there anything I can help you with\?$/);
 
-    const [again, sentFirst] = [JSON.parse(provider.requests[1]?.body ?? '{}'), JSON.parse(provider.requests[0]?.body ?? '{}')] as Array<{ messages: Array<{ role: string; content: Array<Record<string, unknown>> }> }>;
+    type Sent = { messages: Array<{ role: string; content: Array<Record<string, unknown>> }> };
+    const sentFirst = JSON.parse(provider.requests[0]?.body ?? '{}') as Sent;
+    const again = JSON.parse(provider.requests[1]?.body ?? '{}') as Sent;
     expect(again.messages.slice(0, -1)).toEqual(sentFirst.messages);
     const paused = again.messages.at(-1);
     expect(paused?.role).toBe('assistant');
