@@ -127,7 +127,7 @@ describe('createAgentHandler', () => {
     expect(get.status).toBe(405);
     expect(get.headers.get('allow')).toBe('POST, OPTIONS');
     // The sessions paths say which method they take, too.
-    for (const [method, path, allow] of [['GET', 'new', 'POST'], ['POST', 'abc/status', 'GET'], ['DELETE', 'abc', 'GET']] as const) {
+    for (const [method, path, allow] of [['GET', 'new', 'POST, OPTIONS'], ['POST', 'abc/status', 'GET, HEAD, OPTIONS'], ['DELETE', 'abc', 'GET, HEAD, OPTIONS']] as const) {
       const wrong = await handler(new Request(`http://agent.test/v1beta1/sessions/${path}`, { method }));
       expect(wrong.status, path).toBe(405);
       expect(wrong.headers.get('allow'), path).toBe(allow);
@@ -418,5 +418,286 @@ describe('createAgentHandler: CORS', () => {
       new Request(URL_BASE, { method: 'OPTIONS', headers: { origin: SITE, 'access-control-request-method': 'POST', 'access-control-request-private-network': 'true' } }),
     );
     expect(privateNetwork.headers.get('access-control-allow-private-network')).toBe('true');
+  });
+});
+
+describe('createAgentHandler: methods on every path', () => {
+  const SESSIONS = 'http://agent.test/v1beta1/sessions';
+
+  it('answers OPTIONS with the methods each path takes, and HEAD as GET without a body', async () => {
+    const { handler } = setup();
+    for (const [path, allow] of [
+      ['http://agent.test/v1beta1/streamRunAgent', 'POST, OPTIONS'],
+      [`${SESSIONS}/new`, 'POST, OPTIONS'],
+      [`${SESSIONS}/abc:resume`, 'POST, OPTIONS'],
+      [`${SESSIONS}/abc:cancel`, 'POST, OPTIONS'],
+      [`${SESSIONS}/abc/status`, 'GET, HEAD, OPTIONS'],
+      [`${SESSIONS}/abc`, 'GET, HEAD, OPTIONS'],
+    ] as const) {
+      const options = await handler(new Request(path, { method: 'OPTIONS' }));
+      expect(options.status, path).toBe(204);
+      expect(options.headers.get('allow'), path).toBe(allow);
+    }
+
+    const created = await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x' }] }), {}, `${SESSIONS}/new`));
+    const { sessionId } = (await created.json()) as { sessionId: string };
+    const status = await handler(new Request(`${SESSIONS}/${sessionId}/status`, { method: 'HEAD' }));
+    expect(status.status).toBe(200);
+    expect(status.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(await status.text()).toBe('');
+    const stream = await handler(new Request(`${SESSIONS}/${sessionId}?alt=sse`, { method: 'HEAD' }));
+    expect(stream.status).toBe(200);
+    expect(stream.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    expect(await stream.text()).toBe('');
+    const unknown = await handler(new Request(`${SESSIONS}/nope/status`, { method: 'HEAD' }));
+    expect(unknown.status).toBe(404);
+    expect(await unknown.text()).toBe('');
+    // The run endpoint takes no GET, so no HEAD either.
+    const run = await handler(new Request(URL_JSON, { method: 'HEAD' }));
+    expect(run.status).toBe(405);
+    expect(run.headers.get('allow')).toBe('POST, OPTIONS');
+    expect(await run.text()).toBe('');
+  });
+});
+
+describe('createAgentHandler: request bodies', () => {
+  const SESSIONS = 'http://agent.test/v1beta1/sessions';
+  const segments = [{ type: 'text', text: 'x' }];
+
+  it('names the field of every wrong type with a coded 400, in the envelope and the flat forms', async () => {
+    const { handler, tokens } = setup();
+    const cases: Array<[unknown, string]> = [
+      [[], '(root)'],
+      [7, '(root)'],
+      [null, '(root)'],
+      [{}, 'segments'],
+      [{ segments: 'x' }, 'segments'],
+      [{ segments: [] }, 'segments'],
+      [{ segments: [1] }, 'segments[0]'],
+      [{ segments: [{ type: 'text', text: 5 }] }, 'segments[0].text'],
+      [{ segments: [{ textSegment: 'x' }] }, 'segments[0].textSegment'],
+      [{ segments: [{ inputSegment: { content: { parts: [5] } } }] }, 'segments[0].inputSegment.content.parts[0]'],
+      [{ segments, flags: [] }, 'flags'],
+      [{ segments, graph: { url: 5 } }, 'graph.url'],
+      [{ segments, kind: 5 }, 'kind'],
+      [{ segments, accessToken: 5 }, 'accessToken'],
+      [{ start: null }, 'start'],
+      [{ start: { segments: [{ type: 'bogus' }] } }, 'start.segments[0].type'],
+      [{ resume: null }, 'resume'],
+      [{ resume: {} }, 'resume.interactionId'],
+      [{ resume: { interactionId: 5 } }, 'resume.interactionId'],
+      [{ resume: { interactionId: 'x', response: [] } }, 'resume.response'],
+      [{ resume: { interactionId: 'x', response: { input: { parts: 'Ada' } } } }, 'resume.response.input.parts'],
+      [{ resume: { interactionId: 'x', response: { input: { parts: [{ text: 5 }] } } } }, 'resume.response.input.parts[0].text'],
+      // A flat resume whose id is of another type, or empty, names the id rather than missing segments.
+      [{ interactionId: 5, response: {} }, 'interactionId'],
+      [{ interactionId: '', response: {} }, 'interactionId'],
+    ];
+    for (const [body, path] of cases) {
+      const response = await handler(post(JSON.stringify(body), {}, URL_JSON));
+      expect(response.status, JSON.stringify(body)).toBe(400);
+      const { error } = await response.json();
+      expect(error, JSON.stringify(body)).toMatchObject({ code: 'BAD_REQUEST', details: { path } });
+      expect(error.message.startsWith(`${path}: `), error.message).toBe(true);
+    }
+    // sessions/new names the field of a resume body, and :resume the field of a wrong answer.
+    const resumeToNew = await handler(post(JSON.stringify({ resume: { interactionId: 'x' } }), {}, `${SESSIONS}/new`));
+    expect((await resumeToNew.json()).error).toMatchObject({ code: 'BAD_REQUEST', details: { path: 'resume' } });
+    expect(tokens).toEqual([]);
+    // Answers the reference passes through to the run as they are: not refused (this id is unknown).
+    for (const response of [{ input: 'Ada' }, { input: null }, { selected: ['a'] }, { consent: 'yes' }]) {
+      const events = await wireEvents(await handler(post(JSON.stringify({ resume: { interactionId: 'x', response } }))));
+      expect(events, JSON.stringify(response)).toEqual([{ error: { message: 'Unknown interaction ID: x', code: 'INTERACTION_NOT_FOUND' } }]);
+    }
+  });
+
+  it('ignores fields it does not know, in both forms', async () => {
+    const { handler } = setup();
+    for (const body of [
+      { segments, futureField: { nested: true } },
+      { start: { segments: [{ textSegment: { text: 'x', emphasis: 'bold' } }], future: 1 }, clientVersion: '2' },
+    ]) {
+      const events = await wireEvents(await handler(post(JSON.stringify(body))));
+      expect(events.at(-1), JSON.stringify(body)).toHaveProperty('waitForInput');
+    }
+  });
+
+  it('applies maxSegments to sessions/new as to streamRunAgent', async () => {
+    const store = createMemoryInteractionStore();
+    const handler = createAgentHandler({ createPorts: () => ({ backend: createScriptedBackendClient([]), store }), maxSegments: 2 });
+    const body = JSON.stringify({ segments: [segments[0], segments[0], segments[0]] });
+    for (const url of [URL_JSON, `${SESSIONS}/new`]) {
+      const response = await handler(post(body, {}, url));
+      expect(response.status, url).toBe(400);
+      expect((await response.json()).error.message, url).toBe('segments: holds 3 segments, more than the limit of 2');
+    }
+  });
+
+  it('refuses a compressed body with 415 naming content-encoding, and takes identity', async () => {
+    const { handler, tokens } = setup();
+    const body = JSON.stringify({ segments });
+    const gzip = new Uint8Array(await new Response(new Blob([body]).stream().pipeThrough(new CompressionStream('gzip'))).arrayBuffer());
+    const compressed = await handler(new Request(URL_JSON, { method: 'POST', body: gzip, headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } }));
+    expect(compressed.status).toBe(415);
+    expect((await compressed.json()).error).toMatchObject({
+      code: 'UNSUPPORTED_MEDIA_TYPE',
+      message: 'content-encoding: "gzip" is not supported; send the body uncompressed',
+      details: { path: 'content-encoding' },
+    });
+    const sessions = await handler(new Request(`${SESSIONS}/new`, { method: 'POST', body: gzip, headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } }));
+    expect(sessions.status).toBe(415);
+    expect(tokens).toEqual([]);
+    const identity = await handler(post(body, { 'content-encoding': 'identity' }));
+    expect((await wireEvents(identity)).at(-1)).toHaveProperty('waitForInput');
+  });
+
+  it('refuses bytes that are not UTF-8 with 400 instead of running on replaced text, whatever the charset says', async () => {
+    const { handler, backend } = setup();
+    const latin1 = new Uint8Array([...new TextEncoder().encode('{"segments":[{"type":"text","text":"caf'), 0xe9, ...new TextEncoder().encode('"}]}')]);
+    for (const contentType of ['application/json', 'application/json; charset=iso-8859-1']) {
+      const response = await handler(new Request(URL_JSON, { method: 'POST', body: latin1, headers: { 'content-type': contentType } }));
+      expect(response.status, contentType).toBe(400);
+      expect((await response.json()).error, contentType).toMatchObject({ code: 'BAD_REQUEST', message: '(body): not valid UTF-8; send JSON as UTF-8' });
+    }
+    expect(backend.requests).toHaveLength(0);
+    // JSON is UTF-8 whatever charset a client names (RFC 8259), and a byte order mark is skipped.
+    const body = `\ufeff${JSON.stringify({ segments: [{ type: 'text', text: 'café ☕' }] })}`;
+    const events = await wireEvents(await handler(post(body, { 'content-type': 'application/json; charset=UTF-16' })));
+    expect(JSON.stringify(events[0])).toContain('café ☕');
+  });
+
+  it('keeps the body, and the token in it, out of the message about JSON it cannot parse', async () => {
+    const { handler } = setup();
+    // A token templated in without its quotes: the parser stops on its first character.
+    for (const body of ['{"accessToken":s3cret-t0ken}', `{"segments":[{"type":"text","text":"x"}],"accessToken":s3cret-t0ken${' '.repeat(200)}}`]) {
+      const response = await handler(post(body, {}, URL_JSON));
+      expect(response.status).toBe(400);
+      const text = await response.text();
+      expect(text).toMatch(/\(body\): not valid JSON \(Unexpected token/);
+      expect(text).not.toContain('s3cret');
+    }
+  });
+});
+
+describe('createAgentHandler: resuming', () => {
+  const SESSIONS = 'http://agent.test/v1beta1/sessions';
+  const answer = { input: { role: 'user', parts: [{ text: 'Ada' }] } };
+
+  it('refuses an answer of the wrong type before spending the interaction, which a good answer then resumes', async () => {
+    const { handler, backend } = setup();
+    const first = await wireEvents(await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x' }] }))));
+    const interactionId = first.at(-1)?.waitForInput?.interactionId as string;
+    const wrong = await wireEvents(await handler(post(JSON.stringify({ resume: { interactionId, response: { input: { parts: 'Ada' } } } }))));
+    expect(wrong).toEqual([{ error: { code: 'BAD_REQUEST', message: 'resume.response.input.parts: Invalid input: expected array, received string' } }]);
+    expect(backend.requests).toHaveLength(1);
+    const good = await wireEvents(await handler(post(JSON.stringify({ resume: { interactionId, response: answer } }))));
+    expect(good.at(-1)).toMatchObject({ complete: { result: { success: true, outcomes: { parts: [{ text: 'Hello Ada' }] } } } });
+
+    // The same on sessions: the session keeps waiting for its answer.
+    const { sessionId } = (await (await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x' }] }), {}, `${SESSIONS}/new`))).json()) as { sessionId: string };
+    await wireEvents(await handler(new Request(`${SESSIONS}/${sessionId}?alt=sse`)));
+    const refused = await handler(post(JSON.stringify({ input: { parts: 'Ada' } }), {}, `${SESSIONS}/${sessionId}:resume`));
+    expect(refused.status).toBe(400);
+    expect((await refused.json()).error).toMatchObject({ code: 'BAD_REQUEST', details: { path: 'input.parts' } });
+    expect(await (await handler(new Request(`${SESSIONS}/${sessionId}/status`))).json()).toMatchObject({ status: 'suspended' });
+    expect((await handler(post(JSON.stringify(answer), {}, `${SESSIONS}/${sessionId}:resume`))).status).toBe(200);
+  });
+
+  it('answers unknown and odd interaction ids with the protocol\'s error event, and an over-long one with 400', async () => {
+    const { handler } = setup();
+    for (const interactionId of ['no-such-id', '../../etc/passwd', 'a/b?c#d', 'ü🙂', 'a\u0000b', 'x'.repeat(256)]) {
+      const events = await wireEvents(await handler(post(JSON.stringify({ resume: { interactionId, response: answer } }))));
+      expect(events, interactionId.slice(0, 20)).toEqual([{ error: { message: `Unknown interaction ID: ${interactionId}`, code: 'INTERACTION_NOT_FOUND' } }]);
+    }
+    const long = await handler(post(JSON.stringify({ resume: { interactionId: 'x'.repeat(257), response: answer } }), {}, URL_JSON));
+    expect(long.status).toBe(400);
+    expect((await long.json()).error).toMatchObject({ code: 'BAD_REQUEST', details: { path: 'resume.interactionId' } });
+  });
+
+  it('runs one of two :resume requests sent at once to a session, and refuses the other with 409', async () => {
+    const { handler, backend } = setup();
+    const { sessionId } = (await (await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x' }] }), {}, `${SESSIONS}/new`))).json()) as { sessionId: string };
+    await wireEvents(await handler(new Request(`${SESSIONS}/${sessionId}?alt=sse`)));
+    const answers = await Promise.all([0, 1].map(() => handler(post(JSON.stringify(answer), {}, `${SESSIONS}/${sessionId}:resume`))));
+    expect(answers.map((response) => response.status).sort()).toEqual([200, 409]);
+    const tail = await wireEvents(await handler(new Request(`${SESSIONS}/${sessionId}?alt=sse`)));
+    expect(tail.filter((event) => 'complete' in event)).toHaveLength(1);
+    expect(backend.requests).toHaveLength(2);
+  });
+
+  it('keeps the work of a resumed run whose client left: the same id resumes it', async () => {
+    const store = createMemoryInteractionStore();
+    const backend = createScriptedBackendClient(
+      (request) => {
+        const user = request.body.contents.at(-1)?.parts[0]?.functionResponse?.response?.user_input;
+        return typeof user === 'string'
+          ? [thoughtChunk('a'), thoughtChunk('b'), thoughtChunk('c'), functionCallChunk('system_objective_fulfilled', { objective_outcome: `Hello ${user}` })]
+          : [functionCallChunk('chat_request_user_input', { user_message: 'Name?' })];
+      },
+      { chunkDelayMs: 30 },
+    );
+    const handler = createAgentHandler({ createPorts: () => ({ backend, store }) });
+    const first = await wireEvents(await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x' }] }))));
+    const interactionId = first.at(-1)?.waitForInput?.interactionId as string;
+    const body = JSON.stringify({ resume: { interactionId, response: answer } });
+    const reader = ((await handler(post(body))).body as ReadableStream<Uint8Array>).getReader();
+    await reader.read();
+    await reader.cancel();
+    await expect.poll(() => backend.abortedCount, { timeout: 5_000 }).toBe(1);
+    const again = await wireEvents(await vi.waitFor(async () => {
+      const response = await handler(post(body));
+      const events = await wireEvents(response.clone());
+      expect(events[0]).not.toHaveProperty('error');
+      return response;
+    }));
+    expect(again.at(-1)).toMatchObject({ complete: { result: { success: true, outcomes: { parts: [{ text: 'Hello Ada' }] } } } });
+  });
+
+  it('keeps a session running when its stream is closed', async () => {
+    const store = createMemoryInteractionStore();
+    const backend = createScriptedBackendClient(
+      [[thoughtChunk('a'), thoughtChunk('b'), thoughtChunk('c'), functionCallChunk('system_objective_fulfilled', { objective_outcome: 'Done' })]],
+      { chunkDelayMs: 30 },
+    );
+    const handler = createAgentHandler({ createPorts: () => ({ backend, store }) });
+    const { sessionId } = (await (await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x' }] }), {}, `${SESSIONS}/new`))).json()) as { sessionId: string };
+    const reader = ((await handler(new Request(`${SESSIONS}/${sessionId}?alt=sse`))).body as ReadableStream<Uint8Array>).getReader();
+    await reader.read();
+    await reader.cancel();
+    await expect.poll(async () => ((await (await handler(new Request(`${SESSIONS}/${sessionId}/status`))).json()) as { status: string }).status, { timeout: 5_000 }).toBe('completed');
+    expect(backend.abortedCount).toBe(0);
+  });
+});
+
+describe('createAgentHandler: SSE framing', () => {
+  const SESSIONS = 'http://agent.test/v1beta1/sessions';
+
+  it('writes each event as one single-line data frame, ending with the suspend event, with no-cache, no-buffering headers', async () => {
+    const { handler } = setup();
+    const response = await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'line one\nline two' }] })));
+    expect(Object.fromEntries(response.headers)).toMatchObject({
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache, no-transform',
+      'x-accel-buffering': 'no',
+    });
+    const text = await response.text();
+    expect(text.endsWith('\n\n')).toBe(true);
+    const frames = text.slice(0, -2).split('\n\n');
+    for (const frame of frames) expect(frame).toMatch(/^data: \{[^\n]*\}$/);
+    const keys = frames.map((frame) => Object.keys(JSON.parse(frame.slice('data: '.length)))[0]);
+    expect(keys).toEqual(['start', 'sendRequest', 'thought', 'functionCall', 'waitForInput']);
+  });
+
+  it('frames a session stream as start, numbered events and done', async () => {
+    const { handler } = setup();
+    const { sessionId } = (await (await handler(post(JSON.stringify({ segments: [{ type: 'text', text: 'x' }] }), {}, `${SESSIONS}/new`))).json()) as { sessionId: string };
+    const response = await handler(new Request(`${SESSIONS}/${sessionId}?alt=sse`));
+    expect(response.headers.get('cache-control')).toBe('no-cache, no-transform');
+    const frames = (await response.text()).slice(0, -2).split('\n\n');
+    expect(frames[0]).toBe(`event: start\ndata: {"sessionId":"${sessionId}"}`);
+    expect(frames.at(-1)).toBe('event: done\ndata: {}');
+    const events = frames.slice(1, -1);
+    events.forEach((frame, index) => expect(frame).toMatch(new RegExp(`^event: event\\nid: ${index}\\ndata: \\{[^\\n]*\\}$`)));
+    expect(events.at(-1)).toContain('"waitForInput"');
   });
 });

@@ -10,7 +10,7 @@ import { createSessionService, type SessionContext, type SessionEvent, type Sess
 import { createSseEventStream, encodeSseEvent } from '../sse/index.js';
 import { createCorsPolicy, type CorsOptions } from './cors.js';
 import { publicError } from './redact.js';
-import { createSessionsEndpoint, SESSIONS_PATH } from './sessions-endpoint.js';
+import { createSessionsEndpoint, SESSIONS_PATH, withoutBody } from './sessions-endpoint.js';
 
 /** The paths the agent endpoint answers on (decision W2). */
 export const AGENT_RUN_PATHS: readonly string[] = ['/v1beta1/streamRunAgent', '/api/agent/run'];
@@ -145,9 +145,9 @@ export function createAgentHandler(options: AgentHandlerOptions): (request: Requ
     return parseJsonBody(text, limits);
   };
   const newSessionId = options.sessions?.newSessionId;
-  const sessions = createSessionsEndpoint({ service, contextFor, readJson, keepAliveMs, ...(newSessionId ? { newSessionId } : {}) });
+  const sessions = createSessionsEndpoint({ service, contextFor, readJson, keepAliveMs, limits, ...(newSessionId ? { newSessionId } : {}) });
 
-  return async (request) => {
+  const handle = async (request: Request): Promise<Response> => {
     const url = new URL(request.url);
     const isRun = AGENT_RUN_PATHS.includes(url.pathname);
     if (!isRun && !url.pathname.startsWith(SESSIONS_PATH)) {
@@ -178,6 +178,8 @@ export function createAgentHandler(options: AgentHandlerOptions): (request: Requ
       return cors.decorate(request, runErrorResponse(request, error));
     }
   };
+  // A HEAD answer has the status and headers of the GET, and no body.
+  return async (request) => (request.method === 'HEAD' ? withoutBody(await handle(request)) : handle(request));
 }
 
 /**
@@ -372,14 +374,23 @@ export function createBodyBudget(max: number = DEFAULT_MAX_BODY_BYTES_IN_FLIGHT)
 /**
  * The body as text, refused with `PAYLOAD_TOO_LARGE` once it passes `maxBytes` (declared or
  * streamed), and with `RATE_LIMITED` when the bodies being read at once would pass `budget.max`.
+ * A compressed body (`Content-Encoding` other than `identity`) is refused with
+ * `UNSUPPORTED_MEDIA_TYPE`, and bytes that are not UTF-8 with `BAD_REQUEST`: JSON travels as UTF-8
+ * (RFC 8259), so a `charset` parameter changes nothing, and text is never silently replaced.
  */
 export async function readBody(request: Request, maxBytes: number, budget?: BodyBudget): Promise<string> {
+  const encoding = request.headers.get('content-encoding')?.trim().toLowerCase();
+  if (encoding && encoding !== 'identity') {
+    throw new AgentError('UNSUPPORTED_MEDIA_TYPE', `content-encoding: "${encoding.slice(0, 40)}" is not supported; send the body uncompressed`, {
+      details: { path: 'content-encoding' },
+    });
+  }
   const declared = Number(request.headers.get('content-length') ?? Number.NaN);
   if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge(maxBytes);
   if (budget && Number.isFinite(declared) && budget.used + declared > budget.max) throw busy(budget.max);
   if (!request.body) return '';
   const reader = request.body.getReader();
-  const decoder = new TextDecoder();
+  const decoder = new TextDecoder('utf-8', { fatal: true });
   let size = 0;
   let text = '';
   try {
@@ -396,12 +407,24 @@ export async function readBody(request: Request, maxBytes: number, budget?: Body
         await reader.cancel();
         throw busy(budget.max);
       }
-      text += decoder.decode(value, { stream: true });
+      text += decodeUtf8(decoder, value);
     }
+    return text + decodeUtf8(decoder);
+  } catch (error) {
+    await reader.cancel().catch(() => undefined);
+    throw error;
   } finally {
     if (budget) budget.used -= size;
   }
-  return text + decoder.decode();
+}
+
+/** Decodes the next bytes of a body (none: the end), refusing bytes that are not UTF-8. */
+function decodeUtf8(decoder: TextDecoder, bytes?: Uint8Array): string {
+  try {
+    return bytes === undefined ? decoder.decode() : decoder.decode(bytes, { stream: true });
+  } catch {
+    throw new AgentError('BAD_REQUEST', '(body): not valid UTF-8; send JSON as UTF-8', { details: { path: '(body)' } });
+  }
 }
 
 function busy(max: number): AgentError {

@@ -1,5 +1,5 @@
 import { AgentError } from '../errors/index.js';
-import { parseAgentRequestBody } from '../protocol/requests.js';
+import { parseAgentRequestBody, parseResumeResponse, type AgentRequestLimits } from '../protocol/requests.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
 import type { SessionContext, SessionEvent, SessionService } from '../sessions/session-service.js';
 import { createSseEventStream, encodeSseEvent } from '../sse/index.js';
@@ -22,6 +22,8 @@ export interface SessionsEndpointOptions {
   keepAliveMs: number;
   /** The id for a session `sessions/new` creates; default a fresh UUID. */
   newSessionId?: (request: Request) => string | undefined;
+  /** The limits a `sessions/new` body is parsed under (the most segments); default the parser's. */
+  limits?: AgentRequestLimits;
 }
 
 const SESSION_ID = /^[A-Za-z0-9._-]{1,128}$/;
@@ -29,7 +31,8 @@ const SESSION_ID = /^[A-Za-z0-9._-]{1,128}$/;
 /**
  * The sessions protocol: `POST sessions/new` → `{sessionId}`; `GET sessions/{id}?alt=sse&after=N`
  * → the start envelope, numbered events, the done envelope; `POST sessions/{id}:resume` (the body
- * is the answer) → `{ok:true}`; `GET sessions/{id}/status`; `POST sessions/{id}:cancel`.
+ * is the answer) → `{ok:true}`; `GET sessions/{id}/status`; `POST sessions/{id}:cancel`. `HEAD`
+ * answers as `GET` without a body, `OPTIONS` with the methods a path takes.
  * Returns `undefined` for paths it does not serve.
  */
 export function createSessionsEndpoint(options: SessionsEndpointOptions): (request: Request, url: URL) => Promise<Response> | undefined {
@@ -37,13 +40,23 @@ export function createSessionsEndpoint(options: SessionsEndpointOptions): (reque
   return (request, url) => {
     if (!url.pathname.startsWith(SESSIONS_PATH)) return undefined;
     const rest = url.pathname.slice(SESSIONS_PATH.length);
-    return route(rest).catch((error: unknown) => errorJson(error));
+    return route(rest).then(
+      (response) => (request.method === 'HEAD' ? withoutBody(response) : response),
+      (error: unknown) => errorJson(request, error),
+    );
 
     async function route(path: string): Promise<Response> {
       if (path === 'new') {
-        allow(request, 'POST', url);
-        const body = parseAgentRequestBody(await options.readJson(request));
-        if (body.kind !== 'start') throw new AgentError('BAD_REQUEST', "sessions/new takes a start request: { segments, flags?, graph? }");
+        const answered = allow(request, 'POST', url);
+        if (answered) return answered;
+        const raw = await options.readJson(request);
+        const body = parseAgentRequestBody(raw, options.limits);
+        if (body.kind !== 'start') {
+          const field = 'resume' in (raw as object) ? 'resume' : 'interactionId';
+          throw new AgentError('BAD_REQUEST', `${field}: sessions/new takes a start request: { segments, flags?, graph? }; answer a session with sessions/{id}:resume`, {
+            details: { path: field },
+          });
+        }
         const context = await options.contextFor(request, body.accessToken ?? bearerToken(request));
         const chosen = options.newSessionId?.(request);
         const sessionId = await service.start(body.start, context, chosen === undefined ? {} : { sessionId: chosen });
@@ -55,17 +68,24 @@ export function createSessionsEndpoint(options: SessionsEndpointOptions): (reque
       if (!SESSION_ID.test(sessionId)) throw new AgentError('NOT_FOUND', 'Session not found');
       const action = match[2] ?? match[3];
       if (action === 'status') {
-        allow(request, 'GET', url);
+        const answered = allow(request, 'GET', url);
+        if (answered) return answered;
         const info = await service.status(sessionId);
         return json({ sessionId, status: info.status, eventCount: info.eventCount });
       }
       if (action === 'resume') {
-        allow(request, 'POST', url);
+        const answered = allow(request, 'POST', url);
+        if (answered) return answered;
         const body = await options.readJson(request);
-        if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-          throw new AgentError('BAD_REQUEST', '(body): expected the answer as a JSON object, e.g. {"input": {...}}', { details: { path: '(body)' } });
+        let answer: Record<string, unknown>;
+        try {
+          answer = parseResumeResponse(body, '');
+        } catch (error) {
+          // An unknown session is a 404 whatever the answer.
+          await service.status(sessionId);
+          throw error;
         }
-        const { accessToken, ...response } = body as Record<string, unknown>;
+        const { accessToken, ...response } = answer;
         if (accessToken !== undefined && typeof accessToken !== 'string') {
           throw new AgentError('BAD_REQUEST', 'accessToken: expected string', { details: { path: 'accessToken' } });
         }
@@ -74,7 +94,8 @@ export function createSessionsEndpoint(options: SessionsEndpointOptions): (reque
         return json({ ok: true });
       }
       if (action === 'cancel') {
-        allow(request, 'POST', url);
+        const answered = allow(request, 'POST', url);
+        if (answered) return answered;
         // The token may come in a JSON body (read within the limits), as with :resume; a body of
         // another type is not read.
         let accessToken: unknown;
@@ -89,16 +110,15 @@ export function createSessionsEndpoint(options: SessionsEndpointOptions): (reque
         await service.cancel(sessionId, await options.contextFor(request, (accessToken as string | undefined) || bearerToken(request)));
         return json({ sessionId, status: 'cancelled' });
       }
-      allow(request, 'GET', url);
+      const answered = allow(request, 'GET', url);
+      if (answered) return answered;
       const after = cursorOf(url, request);
       await service.status(sessionId);
+      // A HEAD learns the session is there and what its stream would be, without opening it.
+      if (request.method === 'HEAD') return new Response(null, { status: 200, headers: sseHeaders() });
       return new Response(sessionStream(service.eventBatches(sessionId, after, request.signal), sessionId, options.keepAliveMs), {
         status: 200,
-        headers: {
-          'content-type': 'text/event-stream; charset=utf-8',
-          'cache-control': 'no-cache, no-transform',
-          'x-accel-buffering': 'no',
-        },
+        headers: sseHeaders(),
       });
     }
   };
@@ -138,22 +158,46 @@ function sessionStream(events: AsyncGenerator<SessionEvent[]>, sessionId: string
   return createSseEventStream(frames(), { encode: (frame) => frame, keepAliveMs });
 }
 
-function allow(request: Request, method: string, url: URL): void {
-  if (request.method !== method) {
-    throw new AgentError('METHOD_NOT_ALLOWED', `${url.pathname} accepts ${method}, not ${request.method}`, { details: { allow: method } });
-  }
+/** What a path answers to, as an `Allow` header says it: a GET path answers HEAD too. */
+function allowed(method: 'GET' | 'POST'): string {
+  return method === 'GET' ? 'GET, HEAD, OPTIONS' : 'POST, OPTIONS';
+}
+
+/**
+ * `undefined` when the request has the path's method (or HEAD for GET); else the answer: 204 with
+ * the `Allow` header to an `OPTIONS`, and 405 (thrown) with it to any other method.
+ */
+function allow(request: Request, method: 'GET' | 'POST', url: URL): Response | undefined {
+  if (request.method === method || (method === 'GET' && request.method === 'HEAD')) return undefined;
+  if (request.method === 'OPTIONS') return new Response(null, { status: 204, headers: { allow: allowed(method) } });
+  throw new AgentError('METHOD_NOT_ALLOWED', `${url.pathname} accepts ${method}, not ${request.method}`, { details: { allow: allowed(method) } });
+}
+
+function sseHeaders(): Record<string, string> {
+  return {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache, no-transform',
+    'x-accel-buffering': 'no',
+  };
+}
+
+/** The response's status and headers without its body (the answer to a HEAD). */
+export function withoutBody(response: Response): Response {
+  if (response.body === null) return response;
+  void response.body.cancel().catch(() => undefined);
+  return new Response(null, { status: response.status, statusText: response.statusText, headers: response.headers });
 }
 
 function json(value: unknown): Response {
   return new Response(JSON.stringify(value), { status: 200, headers: { 'content-type': 'application/json; charset=utf-8' } });
 }
 
-function errorJson(error: unknown): Response {
+function errorJson(request: Request, error: unknown): Response {
   const failure = publicError(error);
   const headers: Record<string, string> = { 'content-type': 'application/json; charset=utf-8' };
   // A 405 says which method the path takes.
   if (failure.code === 'METHOD_NOT_ALLOWED' && typeof failure.details?.allow === 'string') headers.allow = failure.details.allow;
-  return new Response(JSON.stringify(failure.toJSON()), { status: failure.status, headers });
+  return new Response(request.method === 'HEAD' ? null : JSON.stringify(failure.toJSON()), { status: failure.status, headers });
 }
 
 function bearerToken(request: Request): string | undefined {

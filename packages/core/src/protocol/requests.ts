@@ -126,8 +126,18 @@ export function parseJsonBody(text: string, limits: Pick<AgentRequestLimits, 'ma
   try {
     return JSON.parse(text) as unknown;
   } catch (error) {
-    throw badRequest('(body)', `not valid JSON (${error instanceof Error ? error.message : String(error)})`);
+    throw badRequest('(body)', `not valid JSON (${withoutQuotedText(error instanceof Error ? error.message : String(error))})`);
   }
+}
+
+/**
+ * A JSON parser's message without the piece of the body it quotes (V8 writes `Unexpected token 'x',
+ * "...text..." is not valid JSON`): that piece can hold the caller's `accessToken`, and an error
+ * message ends up in logs.
+ */
+function withoutQuotedText(message: string): string {
+  const quoted = /^(?:(Unexpected token '[\s\S]+?'), )?(?:\.\.\.)?"[\s\S]*"(?:\.\.\.)? is not valid JSON$/.exec(message);
+  return quoted ? (quoted[1] ?? 'unexpected text') : message;
 }
 
 /**
@@ -155,9 +165,14 @@ function parseBody(json: unknown, maxSegments: number): AgentRequestBody {
   const token = accessToken === undefined || accessToken === '' ? {} : { accessToken };
   if ('resume' in rest) return { kind: 'resume', resume: parseResume(rest.resume, 'resume'), ...token };
   if ('start' in rest) return { kind: 'start', start: parseStart(rest.start, 'start', maxSegments), ...token };
-  if (typeof rest.interactionId === 'string' && rest.interactionId.length > 0) {
-    return { kind: 'resume', resume: parseResume(rest, ''), ...token };
-  }
+  // The flat resume: a truthy `interactionId`, as the reference reads it. One of another type, or
+  // an empty one, in a body without segments was meant as a resume too: its error names it.
+  const interactionId = rest.interactionId;
+  const flatResume =
+    typeof interactionId === 'string'
+      ? interactionId.length > 0 || rest.segments === undefined
+      : interactionId !== undefined && interactionId !== null && rest.segments === undefined;
+  if (flatResume) return { kind: 'resume', resume: parseResume(rest, ''), ...token };
   return { kind: 'start', start: parseStart(rest, '', maxSegments), ...token };
 }
 
@@ -212,7 +227,24 @@ function tooDeep(path: string, limit: number): AgentError {
 function parseResume(value: unknown, prefix: string): ResumeRequest {
   const parsed = resumeRequestSchema().safeParse(value);
   if (!parsed.success) throw fromIssues(prefix, parsed.error.issues);
+  parseResumeResponse(parsed.data.response, formatPath(prefix, ['response']));
   return parsed.data;
+}
+
+/**
+ * Checks the answer to a suspend event: a JSON object whose `input`, when it is an object, is
+ * content (`{ role?, parts: [...] }`), so an answer the run could only read as empty is refused
+ * before the single-use interaction is spent on it. Any other field, and an `input` of another
+ * type, goes to the run as it is, as the reference passes such answers through. `path` names the
+ * answer in messages (empty: the body itself).
+ */
+export function parseResumeResponse(value: unknown, path: string): Record<string, unknown> {
+  if (!isPlainObject(value)) throw badRequest(path || '(body)', `expected the answer as a JSON object, e.g. {"input": {...}}, got ${describe(value)}`);
+  if (isPlainObject(value.input)) {
+    const parsed = LLMContentSchema.safeParse(value.input);
+    if (!parsed.success) throw fromIssues(formatPath(path, ['input']), parsed.error.issues);
+  }
+  return value;
 }
 
 function parseStart(value: unknown, prefix: string, maxSegments: number): StartRequest {
