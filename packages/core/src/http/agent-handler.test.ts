@@ -157,6 +157,7 @@ describe('createAgentHandler', () => {
     const first = (await (await start()).json()) as { sessionId: string };
     const refused = await start();
     expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('1');
     expect(await refused.json()).toMatchObject({ error: { code: 'RATE_LIMITED', message: 'This server is running its most sessions at once (1); try again shortly' } });
     const legacy = await wireEvents(await handler(post(JSON.stringify({ start: { segments: [{ textSegment: { text: 'x' } }] } }))));
     expect(legacy).toEqual([{ error: { code: 'RATE_LIMITED', message: 'This server is running its most sessions at once (1); try again shortly' } }]);

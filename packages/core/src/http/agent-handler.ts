@@ -10,7 +10,7 @@ import { createSessionService, type SessionContext, type SessionEvent, type Sess
 import { createSseEventStream, encodeSseEvent } from '../sse/index.js';
 import { createCorsPolicy, type CorsOptions } from './cors.js';
 import { publicError } from './redact.js';
-import { createSessionsEndpoint, SESSIONS_PATH, withoutBody } from './sessions-endpoint.js';
+import { createSessionsEndpoint, errorHeaders, SESSIONS_PATH, sseHeaders, withoutBody } from './sessions-endpoint.js';
 
 /** The paths the agent endpoint answers on (decision W2). */
 export const AGENT_RUN_PATHS: readonly string[] = ['/v1beta1/streamRunAgent', '/api/agent/run'];
@@ -273,10 +273,7 @@ function singleEvent(payload: object): ReadableStream<Uint8Array> {
  */
 export function errorResponse(error: unknown): Response {
   const agentError = publicError(error);
-  return new Response(JSON.stringify(agentError.toJSON()), {
-    status: agentError.status,
-    headers: { 'content-type': 'application/json; charset=utf-8' },
-  });
+  return new Response(JSON.stringify(agentError.toJSON()), { status: agentError.status, headers: errorHeaders(agentError) });
 }
 
 /**
@@ -291,15 +288,6 @@ export function runErrorResponse(request: Request, error: unknown): Response {
   const agentError = publicError(error);
   const event = encodeSseEvent({ error: { message: agentError.message, code: agentError.code } });
   return new Response(event, { status: 200, headers: sseHeaders() });
-}
-
-/** The headers of every SSE answer: no caching, no proxy buffering. */
-export function sseHeaders(): Record<string, string> {
-  return {
-    'content-type': 'text/event-stream; charset=utf-8',
-    'cache-control': 'no-cache, no-transform',
-    'x-accel-buffering': 'no',
-  };
 }
 
 function wantsSse(request: Request): boolean {

@@ -173,7 +173,8 @@ function allow(request: Request, method: 'GET' | 'POST', url: URL): Response | u
   throw new AgentError('METHOD_NOT_ALLOWED', `${url.pathname} accepts ${method}, not ${request.method}`, { details: { allow: allowed(method) } });
 }
 
-function sseHeaders(): Record<string, string> {
+/** The headers of every SSE answer: no caching, no proxy buffering. */
+export function sseHeaders(): Record<string, string> {
   return {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache, no-transform',
@@ -194,10 +195,15 @@ function json(value: unknown): Response {
 
 function errorJson(request: Request, error: unknown): Response {
   const failure = publicError(error);
+  return new Response(request.method === 'HEAD' ? null : JSON.stringify(failure.toJSON()), { status: failure.status, headers: errorHeaders(failure) });
+}
+
+/** The headers of a JSON error: a 405 says which methods the path takes, a 429 when to try again. */
+export function errorHeaders(failure: AgentError): Record<string, string> {
   const headers: Record<string, string> = { 'content-type': 'application/json; charset=utf-8' };
-  // A 405 says which method the path takes.
   if (failure.code === 'METHOD_NOT_ALLOWED' && typeof failure.details?.allow === 'string') headers.allow = failure.details.allow;
-  return new Response(request.method === 'HEAD' ? null : JSON.stringify(failure.toJSON()), { status: failure.status, headers });
+  if (failure.status === 429) headers['retry-after'] = '1';
+  return headers;
 }
 
 function bearerToken(request: Request): string | undefined {
