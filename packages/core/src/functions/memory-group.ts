@@ -4,11 +4,15 @@ import { AgentError, messageOf } from '../errors/index.js';
 import {
   checkReadSize,
   isSystemSheetName,
-  MAX_CELL_LENGTH,
+  MAX_CELL_TEXT_LENGTH,
   MAX_CELLS_PER_WRITE,
   MAX_COLUMNS,
+  MAX_RANGE_LENGTH,
   MAX_SHEET_NAME_LENGTH,
+  MAX_WRITE_CHARACTERS,
+  MEMORY_DIRECTORY,
   parseSheetName,
+  toEnteredCell,
   type SheetManager,
 } from '../memory/index.js';
 import type { SheetValues } from '../ports/index.js';
@@ -23,15 +27,48 @@ When the objective contains the phrase "Use Memory", you have a memory that outl
 - Unless the objective asks for particular sheets, keep everything in one sheet named "memory", with columns that fit what you need to remember. Create it with memory_create_sheet when it does not exist yet.
 - Read with memory_read_sheet. The range always names the sheet, e.g. "memory!A1:D20" or "memory!A:D". Ask for "json" to get the values in the response, or for "file" to get them saved as a file you can pass to other functions with a <file> tag.
 - Every sheet can also be read as a file: /mnt/memory/<sheet name>, e.g. <file src="/mnt/memory/memory" />.
-- Write with memory_update_sheet: it overwrites the cells of a range, so read first and write to the first empty row when you add something. Cells may hold <file> tags; each is replaced by the text of that file.
+- Write with memory_update_sheet: it overwrites the cells of a range, so read first and write to the first empty row when you add something. A value that starts with "=" is kept as text, never calculated. Cells may hold <file> tags; each is replaced by the text of that file.
 - Remove a sheet you no longer need with memory_delete_sheet.
 - The conversation with the user is remembered for you: /mnt/system/chat_log.json lists what was said in earlier sessions too. Do not copy it into a sheet.`;
 
-/** The sheet a range names, refusing ranges that name none. */
+/** The longest status line a call may show the user. */
+const MAX_STATUS_LENGTH = 1000;
+/** The longest task id a call may name. */
+const MAX_TASK_ID_LENGTH = 200;
+/** The longest name a read may give its file. */
+const MAX_FILE_NAME_LENGTH = 200;
+/** The folders of `/mnt/` the runtime serves itself (memory sheets, system files): a file saved there could never be read back. */
+const RESERVED_FOLDERS = ['memory', 'system'];
+
+function refuse(field: string, message: string): never {
+  throw new AgentError('BAD_REQUEST', `${field}: ${message}`, { details: { field } });
+}
+
+/** Refuses a text field longer than `limit`, naming it. */
+function checkLength(field: string, value: string | undefined, limit: number): void {
+  if (value !== undefined && value.length > limit) refuse(field, `${value.length} characters, more than the ${limit} taken`);
+}
+
+/** The sheet a range names, refusing ranges that name none or are too long to be one. */
 function sheetOf(range: string): string {
+  checkLength('range', range, MAX_RANGE_LENGTH);
   const name = parseSheetName(range);
-  if (!name) throw new AgentError('BAD_REQUEST', `range "${range.slice(0, 100)}" must name its sheet, e.g. "Scores!A1:B3"`, { details: { field: 'range' } });
+  if (!name) throw new AgentError('BAD_REQUEST', `range "${range}" must name its sheet, e.g. "Scores!A1:B3"`, { details: { field: 'range' } });
   return name;
+}
+
+/** The name a read gives its file: `undefined` (an automatic one) when none is given. */
+function fileNameOf(fileName: string | undefined): string | undefined {
+  if (fileName === undefined || fileName.trim().length === 0) return undefined;
+  checkLength('file_name', fileName, MAX_FILE_NAME_LENGTH);
+  const segments = fileName
+    .replace(/^\/?(mnt\/)?/, '')
+    .split(/[/\\]/)
+    .filter((segment) => segment !== '' && segment !== '.' && segment !== '..');
+  if (segments.length > 1 && RESERVED_FOLDERS.includes(segments[0] as string)) {
+    refuse('file_name', `/mnt/${segments[0]}/ holds the runtime's own files; choose a plain name such as "scores"`);
+  }
+  return fileName;
 }
 
 /** Sheets whose names start with "__" belong to the runtime (the chat log): the model may read them, never change them. */
@@ -51,18 +88,32 @@ function memoryOf(context: FunctionContext): SheetManager {
   return context.memory;
 }
 
+/** Checks the task id and status every memory call may carry, then marks the task in progress. */
 function markTask(context: FunctionContext, task: string | undefined, status: string): void {
+  checkLength('task_id', task, MAX_TASK_ID_LENGTH);
+  checkLength('status_update', status, MAX_STATUS_LENGTH);
   if (task) context.taskTree.setInProgress(task, status);
 }
 
-/** Cells as Sheets receives them: `<file>` tags replaced by the text of their files. */
+/**
+ * Cells as Sheets receives them: `<file>` tags replaced by the text of their files, and a value
+ * that could run as a formula written as text (see {@link toEnteredCell}).
+ */
 async function resolveCells(values: string[][], context: FunctionContext): Promise<SheetValues> {
   const cells = values.reduce((sum, row) => sum + row.length, 0);
   if (cells > MAX_CELLS_PER_WRITE) {
     throw new AgentError('BAD_REQUEST', `values holds ${cells} cells, more than ${MAX_CELLS_PER_WRITE}; write in smaller ranges`, { details: { field: 'values' } });
   }
+  for (const [rowIndex, row] of values.entries()) {
+    if (row.length > MAX_COLUMNS) {
+      throw new AgentError('BAD_REQUEST', `values[${rowIndex}] holds ${row.length} cells, more than ${MAX_COLUMNS} columns; a memory sheet is at most ${MAX_COLUMNS} columns wide`, {
+        details: { field: 'values' },
+      });
+    }
+  }
   const errors: string[] = [];
   const resolved: SheetValues = [];
+  let characters = 0;
   for (const [rowIndex, row] of values.entries()) {
     const out: string[] = [];
     for (const [cellIndex, cell] of row.entries()) {
@@ -76,11 +127,13 @@ async function resolveCells(values: string[][], context: FunctionContext): Promi
           continue;
         }
       }
-      if (text.length > MAX_CELL_LENGTH) {
-        errors.push(`values[${rowIndex}][${cellIndex}] holds ${text.length} characters, more than a cell takes (${MAX_CELL_LENGTH})`);
+      if (text.length > MAX_CELL_TEXT_LENGTH) {
+        errors.push(`values[${rowIndex}][${cellIndex}] holds ${text.length} characters, more than a cell takes (${MAX_CELL_TEXT_LENGTH})`);
         continue;
       }
-      out.push(text);
+      characters += text.length;
+      if (characters > MAX_WRITE_CHARACTERS) refuse('values', `more than ${MAX_WRITE_CHARACTERS} characters in one write; write in smaller ranges`);
+      out.push(toEnteredCell(text));
     }
     resolved.push(out);
   }
@@ -114,15 +167,15 @@ export function createMemoryGroup(): FunctionGroup {
         sideEffects: true,
         async handler({ name, columns, task_id, status_update }, context) {
           markTask(context, task_id, status_update);
-          context.update(status_update || 'Creating a memory sheet');
           checkWritable(name, 'name');
           if (columns.length === 0 || columns.length > MAX_COLUMNS) {
             throw new AgentError('BAD_REQUEST', `columns must list 1 to ${MAX_COLUMNS} column names`, { details: { field: 'columns' } });
           }
-          if (columns.some((column) => column.length > MAX_CELL_LENGTH)) {
-            throw new AgentError('BAD_REQUEST', `columns: a column name is longer than ${MAX_CELL_LENGTH} characters`, { details: { field: 'columns' } });
+          if (columns.some((column) => column.length > MAX_CELL_TEXT_LENGTH)) {
+            throw new AgentError('BAD_REQUEST', `columns: a column name is longer than ${MAX_CELL_TEXT_LENGTH} characters`, { details: { field: 'columns' } });
           }
-          await memoryOf(context).createSheet(name, columns, context.signal);
+          context.update(status_update || 'Creating a memory sheet');
+          await memoryOf(context).createSheet(name, columns.map(toEnteredCell), context.signal);
           return { success: true };
         },
       }),
@@ -146,13 +199,14 @@ export function createMemoryGroup(): FunctionGroup {
         title: 'Reading memory',
         async handler({ range, file_name, output_format, task_id, status_update }, context) {
           markTask(context, task_id, status_update);
-          context.update(status_update || 'Reading memory');
           sheetOf(range);
+          const fileName = fileNameOf(file_name);
+          context.update(status_update || 'Reading memory');
           const values = await memoryOf(context).readSheet(range, context.signal);
           if (values.length === 0) return { error: 'The sheet is empty' };
           const json = checkReadSize(JSON.stringify({ values }), range);
           // Kept as a file whatever the output format, so later steps can refer to it.
-          const filePath = context.fs.addPart({ text: json }, file_name);
+          const filePath = context.fs.addPart({ text: json }, fileName);
           return output_format === 'file' ? { file_path: filePath } : { json };
         },
       }),
@@ -190,8 +244,8 @@ export function createMemoryGroup(): FunctionGroup {
         sideEffects: true,
         async handler({ name, task_id, status_update }, context) {
           markTask(context, task_id, status_update);
-          context.update(status_update || 'Deleting a memory sheet');
           checkWritable(name, 'name');
+          context.update(status_update || 'Deleting a memory sheet');
           await memoryOf(context).deleteSheet(name, context.signal);
           return { success: true };
         },

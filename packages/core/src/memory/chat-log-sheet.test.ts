@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createHttpDriveOperationsClient } from '../http/index.js';
 import { createFakeGoogleDrive } from '../testing/index.js';
-import { createChatLogSheet, createSheetManager, MAX_RECALLED_ENTRIES } from './index.js';
+import { createChatLogSheet, createSheetManager, MAX_RECALLED_CHARACTERS, MAX_RECALLED_ENTRIES } from './index.js';
 
 function setup() {
   const fake = createFakeGoogleDrive();
@@ -12,7 +12,19 @@ function setup() {
   });
   const sheets = createSheetManager({ drive, graph: { url: 'drive:/graph-1' } });
   const rows = async () => fake.sheetValues((await sheets.spreadsheetId()) as string, '__chat_log__');
-  return { fake, sheets, rows };
+  return { fake, drive, sheets, rows };
+}
+
+/** A memory spreadsheet for `drive:/graph-1` that already holds a chat log of `rows` (after its header, unless `header` is false). */
+function withLog(rows: string[][], header = true) {
+  const context = setup();
+  context.fake.addFile({
+    name: 'Memory for graph-1',
+    mimeType: 'application/vnd.google-apps.spreadsheet',
+    appProperties: { 'google-drive-connector': 'sheetgraph-1graph-1' },
+    sheets: { intro: [['Memory']], __chat_log__: header ? [['timestamp', 'session_id', 'role', 'content'], ...rows] : rows },
+  });
+  return context;
 }
 
 const now = () => new Date('2026-05-04T10:00:00.000Z');
@@ -68,5 +80,73 @@ describe('createChatLogSheet', () => {
     expect(recalled).toHaveLength(MAX_RECALLED_ENTRIES);
     expect(recalled.at(-1)).toEqual({ role: 'model', parts: [{ text: `line ${MAX_RECALLED_ENTRIES + 4}` }] });
     expect(recalled[0]).toEqual({ role: 'user', parts: [{ text: 'line 5' }] });
+  });
+
+  it('recalls the latest entries that fit in MAX_RECALLED_CHARACTERS from a log of long answers', async () => {
+    const long = Array.from({ length: 300 }, (_, index) => ['t', 'old', 'user', `${index} ${'x'.repeat(10_000)}`]);
+    const { sheets } = withLog(long);
+    const recalled = await createChatLogSheet({ sheets, sessionId: 'new' }).recall();
+    const characters = recalled.reduce((sum, entry) => sum + entry.parts[0].text.length, 0);
+    expect(characters).toBeLessThanOrEqual(MAX_RECALLED_CHARACTERS);
+    expect(characters).toBeGreaterThan(MAX_RECALLED_CHARACTERS - 10_010);
+    expect(recalled.map((entry) => Number(entry.parts[0].text.split(' ')[0]))).toEqual(Array.from({ length: recalled.length }, (_, index) => 300 - recalled.length + index));
+  });
+
+  it('keeps every row when two runs start and write at the same time, and each recalls the other', async () => {
+    const { drive, sheets, rows } = setup();
+    await sheets.createSheet('Notes', ['note']);
+    const first = createChatLogSheet({ sheets: createSheetManager({ drive, graph: { url: 'drive:/graph-1' } }), sessionId: 'run-1', now });
+    const second = createChatLogSheet({ sheets: createSheetManager({ drive, graph: { url: 'drive:/graph-1' } }), sessionId: 'run-2', now });
+    expect(await Promise.all([first.recall(), second.recall()])).toEqual([[], []]);
+    const ask = (text: string) => ({ name: 'chat_request_user_input', args: { user_message: text } });
+    await Promise.all([
+      first.recordQuestion(ask('First?')),
+      second.recordQuestion(ask('Second?')),
+      first.recordAnswer(ask('First?'), { user_input: 'one' }),
+      second.recordAnswer(ask('Second?'), { user_input: 'two' }),
+    ]);
+    const written = (await rows())?.slice(1).map((row) => row.slice(1));
+    expect(written).toHaveLength(4);
+    expect(written).toEqual(
+      expect.arrayContaining([
+        ['run-1', 'agent', 'First?'],
+        ['run-2', 'agent', 'Second?'],
+        ['run-1', 'user', 'one'],
+        ['run-2', 'user', 'two'],
+      ]),
+    );
+    expect((await first.recall()).map((entry) => entry.parts[0].text).sort()).toEqual(['Second?', 'two']);
+    expect((await second.recall()).map((entry) => entry.parts[0].text).sort()).toEqual(['First?', 'one']);
+  });
+
+  it('reads rows a person edited: skips short rows and repeated headers, ignores extra columns, reads the role in any case', async () => {
+    const { sheets } = withLog([
+      ['t', 'old', 'agent', 'Your name?'],
+      ['t', 'old', 'user'],
+      [],
+      ['t', 'old', 'user', 'Ada', 'a note in E', 'and F'],
+      ['Timestamp', 'Session_ID', 'Role', 'Content'],
+      ['t', 'old', ' Agent ', '{"not": "json'],
+      ['', '', 'MODEL', 'typed by hand'],
+      ['t', 'old', 'someone', 'counted as the user'],
+    ]);
+    expect(await createChatLogSheet({ sheets, sessionId: 'new' }).recall()).toEqual([
+      { role: 'model', parts: [{ text: 'Your name?' }] },
+      { role: 'user', parts: [{ text: 'Ada' }] },
+      { role: 'model', parts: [{ text: '{"not": "json' }] },
+      { role: 'model', parts: [{ text: 'typed by hand' }] },
+      { role: 'user', parts: [{ text: 'counted as the user' }] },
+    ]);
+  });
+
+  it('recalls the first entry of a log whose header row a person deleted', async () => {
+    const { sheets } = withLog(
+      [
+        ['t', 'old', 'agent', 'Your name?'],
+        ['t', 'old', 'user', 'Ada'],
+      ],
+      false,
+    );
+    expect((await createChatLogSheet({ sheets, sessionId: 'new' }).recall()).map((entry) => entry.parts[0].text)).toEqual(['Your name?', 'Ada']);
   });
 });

@@ -1,6 +1,6 @@
 import { deriveChatLog, type ChatLogEntry } from '../agent-fs/index.js';
 import type { JsonObject, LLMContent } from '../protocol/content.js';
-import { MAX_CELL_LENGTH, type SheetManager } from './sheet-manager.js';
+import { MAX_CELL_TEXT_LENGTH, MAX_READ_CHARACTERS, toTextCell, type SheetManager } from './sheet-manager.js';
 
 /** The runtime-kept tab where conversations with the user are saved. */
 export const CHAT_LOG_SHEET = '__chat_log__';
@@ -9,6 +9,14 @@ export const CHAT_LOG_COLUMNS = ['timestamp', 'session_id', 'role', 'content'] a
 const CHAT_LOG_RANGE = `${CHAT_LOG_SHEET}!A:D`;
 /** The most entries of earlier sessions a run recalls: the latest ones. */
 export const MAX_RECALLED_ENTRIES = 1000;
+/** The most characters (of their texts together) the recalled entries hold: the latest ones that fit. */
+export const MAX_RECALLED_CHARACTERS = MAX_READ_CHARACTERS;
+/**
+ * A log is read from its end, this many rows at a time and at most {@link MAX_RECALL_READS}
+ * times, so a log that keeps growing never makes a read too large to answer.
+ */
+const RECALL_WINDOW_ROWS = 1000;
+const MAX_RECALL_READS = 3;
 
 /** One call of a chat function, as a run saved it. */
 export interface ChatCall {
@@ -28,8 +36,9 @@ export interface ChatLogSheetOptions {
 /** The conversation with the user, kept in the memory spreadsheet across sessions. */
 export interface ChatLogSheet {
   /**
-   * The entries of earlier sessions (the latest {@link MAX_RECALLED_ENTRIES}), creating the tab
-   * when there is none. This session's own rows are left out: its history already holds them.
+   * The entries of earlier sessions (the latest ones, at most {@link MAX_RECALLED_ENTRIES} and
+   * {@link MAX_RECALLED_CHARACTERS}), creating the tab when there is none. This session's own rows
+   * are left out: its history already holds them. Only the end of a long log is read.
    */
   recall(signal?: AbortSignal): Promise<ChatLogEntry[]>;
   /** Saves the question of a chat call that is waiting for the user; other calls are ignored. */
@@ -43,7 +52,9 @@ const CHAT_FUNCTIONS = new Set(['chat_request_user_input', 'chat_present_choices
 /**
  * Creates the chat log of a memory run: rows `[timestamp, session_id, role, content]` in the
  * `__chat_log__` tab, role `agent` for a question and `user` for an answer. Cells are written as
- * text (an answer such as `=1+1` or `007` is kept as typed, never evaluated).
+ * text (an answer such as `=1+1` or `007` is kept as typed, never evaluated). Rows a person edited
+ * are read leniently: too short ones and header rows are skipped, extra columns ignored, and the
+ * role `agent` (or `model`) is read in any case.
  *
  * @example
  * ```ts
@@ -55,21 +66,29 @@ export function createChatLogSheet(options: ChatLogSheetOptions): ChatLogSheet {
   const { sheets, sessionId } = options;
   const append = async (role: 'agent' | 'user', content: string, signal?: AbortSignal): Promise<void> => {
     const timestamp = (options.now?.() ?? new Date()).toISOString();
-    const row = [timestamp, sessionId, role, content.length > MAX_CELL_LENGTH - 1 ? content.slice(0, MAX_CELL_LENGTH - 2) + '…' : content];
-    await sheets.appendToSheet(CHAT_LOG_RANGE, [row.map(asText)], signal);
+    const row = [timestamp, sessionId, role, content.length > MAX_CELL_TEXT_LENGTH ? content.slice(0, MAX_CELL_TEXT_LENGTH - 1) + '…' : content];
+    await sheets.appendToSheet(CHAT_LOG_RANGE, [row.map(toTextCell)], signal);
   };
   return {
     async recall(signal) {
-      await sheets.ensureSystemSheet(CHAT_LOG_SHEET, CHAT_LOG_COLUMNS, signal);
-      const rows = await sheets.readSheet(CHAT_LOG_RANGE, signal);
-      const entries: ChatLogEntry[] = [];
-      for (const [index, row] of rows.entries()) {
-        if (index === 0 || row.length < 4) continue;
-        const [, rowSession, role, content] = row as [string, string, string, string];
-        if (rowSession === sessionId) continue;
-        entries.push({ role: role === 'agent' ? 'model' : 'user', parts: [{ text: content }] });
+      const rowCount = await sheets.ensureSystemSheet(CHAT_LOG_SHEET, CHAT_LOG_COLUMNS, signal);
+      // Newest first, until enough are found or the start of the log is reached.
+      const recalled: ChatLogEntry[] = [];
+      let characters = 0;
+      let end = rowCount;
+      for (let read = 0; read < MAX_RECALL_READS && end >= 1; read += 1) {
+        const start = Math.max(1, end - RECALL_WINDOW_ROWS + 1);
+        const rows = await sheets.readSheet(`${CHAT_LOG_SHEET}!A${start}:D${end}`, signal);
+        for (let index = rows.length - 1; index >= 0; index -= 1) {
+          const entry = toEntry(rows[index] as string[], sessionId);
+          if (!entry) continue;
+          characters += entry.parts[0].text.length;
+          if (recalled.length === MAX_RECALLED_ENTRIES || characters > MAX_RECALLED_CHARACTERS) return recalled.reverse();
+          recalled.push(entry);
+        }
+        end = start - 1;
       }
-      return entries.slice(-MAX_RECALLED_ENTRIES);
+      return recalled.reverse();
     },
     async recordQuestion(call, signal) {
       if (!CHAT_FUNCTIONS.has(call.name)) return;
@@ -90,7 +109,12 @@ export function createChatLogSheet(options: ChatLogSheetOptions): ChatLogSheet {
   };
 }
 
-/** A leading apostrophe makes Sheets keep the value as typed text; it is not shown or read back. */
-function asText(value: string): string {
-  return `'${value}`;
+/** The entry a row of the log holds, or `undefined` for a row to skip (too short, a header, this session's). */
+function toEntry(row: readonly string[], sessionId: string): ChatLogEntry | undefined {
+  if (row.length < CHAT_LOG_COLUMNS.length) return undefined;
+  const [, rowSession, role = '', content = ''] = row;
+  if (CHAT_LOG_COLUMNS.every((column, index) => row[index]?.trim().toLowerCase() === column)) return undefined;
+  if (rowSession === sessionId) return undefined;
+  const speaker = role.trim().toLowerCase();
+  return { role: speaker === 'agent' || speaker === 'model' ? 'model' : 'user', parts: [{ text: content }] };
 }

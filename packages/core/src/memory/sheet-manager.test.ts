@@ -126,6 +126,20 @@ describe('createSheetManager', () => {
     await expect(sheets.createSheet('Scores', ['a'])).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('already exists') });
   });
 
+  it('says the spreadsheet is gone when Drive no longer has it, then finds or starts one again instead of failing for the rest of the run', async () => {
+    const { fake, drive, sheets } = setup();
+    await sheets.createSheet('Scores', ['player']);
+    const first = await sheets.spreadsheetId();
+    await drive.deleteFile(first as string);
+    const error = await sheets.readSheet('Scores!A1').catch((thrown: unknown) => thrown);
+    expect(error).toMatchObject({ code: 'NOT_FOUND', message: expect.stringMatching(/^The memory spreadsheet is no longer in Google Drive/) });
+    expect((error as Error).message).not.toContain(first);
+    expect(await sheets.spreadsheetId()).toBeUndefined();
+    expect(await sheets.getSheetMetadata()).toEqual([]);
+    await sheets.createSheet('Scores', ['player']);
+    expect(fake.files().map((file) => file.id)).toEqual([expect.not.stringMatching(`^${first}$`)]);
+  });
+
   it('makes a tab wide enough for its columns, and grows a grid a write goes past instead of failing', async () => {
     const { sheets } = setup();
     const columns = Array.from({ length: 30 }, (_, index) => `c${index + 1}`);

@@ -16,18 +16,31 @@ const INTRO_TEXT =
   'This spreadsheet is the long-term memory of an agent. Each tab is one memory sheet the agent created; ' +
   'tabs whose names start with "__" (such as the chat log) are kept by the runtime. You may read and edit ' +
   'the tabs; the agent sees your changes the next time it runs.';
+/** What the model is told when the spreadsheet has gone from Drive while a run used it. */
+const SPREADSHEET_GONE =
+  'The memory spreadsheet is no longer in Google Drive (it was deleted, or this account lost access to it); ' +
+  'what it held cannot be read. The next memory call starts a new spreadsheet if it is still gone.';
 /** Drive allows 124 bytes for one property, key and value together. */
 const MAX_PROPERTY_BYTES = 124;
 /** Sheets refuses tab names longer than this. */
 export const MAX_SHEET_NAME_LENGTH = 100;
 /** Sheets refuses cells longer than this. */
 export const MAX_CELL_LENGTH = 50_000;
+/** The longest text a cell written as text holds: the apostrophe that marks it as text counts too. */
+export const MAX_CELL_TEXT_LENGTH = MAX_CELL_LENGTH - 1;
 /** Most cells one write may hold. */
 export const MAX_CELLS_PER_WRITE = 100_000;
 /** Most columns a sheet may be created with. */
 export const MAX_COLUMNS = 1_000;
 /** Largest read (as JSON text) handed to the model or kept as a file. */
 export const MAX_READ_CHARACTERS = 1024 * 1024;
+/** Most characters, all cells together, one write may hold. */
+export const MAX_WRITE_CHARACTERS = 4 * 1024 * 1024;
+/**
+ * The longest A1 range taken: a quoted sheet name of {@link MAX_SHEET_NAME_LENGTH} characters
+ * (every quote doubled) and the widest cell references fit.
+ */
+export const MAX_RANGE_LENGTH = 256;
 
 /** The identity of the graph whose memory a {@link SheetManager} keeps. */
 export interface MemoryGraph {
@@ -56,7 +69,9 @@ export interface MemorySheet {
  * The memory of one graph: a Google Sheets spreadsheet found by an `appProperties` key derived
  * from the graph's URL, each tab a memory sheet. The spreadsheet is created (with an intro tab)
  * the first time something needs it; reads of the listing never create it. Its id is kept for
- * the life of the manager. Failures reject with coded `AgentError`s whose messages the model can act on.
+ * the life of the manager, until Sheets answers that it is gone (`NOT_FOUND`, said in those words):
+ * the next call looks it up again. Failures reject with coded `AgentError`s whose messages the
+ * model can act on.
  */
 export interface SheetManager {
   /** The graph's id: its URL without the `drive:/` prefix. */
@@ -74,10 +89,16 @@ export interface SheetManager {
   updateSheet(range: string, values: SheetValues, signal?: AbortSignal): Promise<void>;
   /** Appends rows after the table in a range. */
   appendToSheet(range: string, values: SheetValues, signal?: AbortSignal): Promise<void>;
-  /** Deletes the tab named `name`; `NOT_FOUND` when there is none. */
+  /**
+   * Deletes the tab named `name` (an exact match first, else the one whose name differs only in
+   * case, as Sheets resolves names); `NOT_FOUND` when there is none.
+   */
   deleteSheet(name: string, signal?: AbortSignal): Promise<void>;
-  /** Adds a runtime-kept tab with its header row unless it exists. */
-  ensureSystemSheet(name: string, columns: readonly string[], signal?: AbortSignal): Promise<void>;
+  /**
+   * Adds a runtime-kept tab with its header row unless it exists (also when another run adds it
+   * at the same moment), and resolves with the number of rows of its grid.
+   */
+  ensureSystemSheet(name: string, columns: readonly string[], signal?: AbortSignal): Promise<number>;
   /** The memory sheets (not the intro, not `__` tabs) with their header rows; `[]` when there is no spreadsheet yet. */
   getSheetMetadata(signal?: AbortSignal): Promise<MemorySheet[]>;
   /** The names of the memory sheets, without reading their headers; `[]` when there is no spreadsheet yet. */
@@ -147,7 +168,30 @@ export function createSheetManager(options: SheetManagerOptions): SheetManager {
     return creation;
   };
 
-  const tabs = async (spreadsheetId: string, signal?: AbortSignal) => (await drive.getSpreadsheetMetadata(spreadsheetId, signal)).sheets.map((sheet) => sheet.properties);
+  /**
+   * A call on the spreadsheet. Sheets answers 404 only when the spreadsheet itself is gone (a
+   * missing tab is a 400): the id is forgotten, so the next call looks it up again (and a call
+   * that needs one creates a new spreadsheet), and the model is told in words it can act on.
+   */
+  const onSpreadsheet = async <T>(call: Promise<T>): Promise<T> => {
+    try {
+      return await call;
+    } catch (error) {
+      if (!isAgentError(error) || error.code !== 'NOT_FOUND') throw error;
+      known = undefined;
+      created = undefined;
+      throw new AgentError('NOT_FOUND', SPREADSHEET_GONE, { cause: error, ...(error.details?.status === undefined ? {} : { details: { status: error.details.status } }) });
+    }
+  };
+
+  const tabs = async (spreadsheetId: string, signal?: AbortSignal) =>
+    (await onSpreadsheet(drive.getSpreadsheetMetadata(spreadsheetId, signal))).sheets.map((sheet) => sheet.properties);
+
+  /** The tab named `name`: the exact title first, else one that differs only in case (Sheets keeps titles unique regardless of case). */
+  const tabNamed = async (spreadsheetId: string, name: string, signal?: AbortSignal) => {
+    const all = await tabs(spreadsheetId, signal);
+    return all.find((tab) => tab.title === name) ?? all.find((tab) => tab.title.toLowerCase() === name.toLowerCase());
+  };
 
   const memoryTabs = async (signal?: AbortSignal): Promise<string[]> => {
     const id = await find(signal);
@@ -164,9 +208,9 @@ export function createSheetManager(options: SheetManagerOptions): SheetManager {
       const id = await ensure(signal);
       // A new tab is 26 columns wide unless asked for more: wide enough for every column named.
       const properties = columns.length > DEFAULT_GRID.columns ? { title: name, gridProperties: { columnCount: columns.length } } : { title: name };
-      await drive.updateSpreadsheet(id, [{ addSheet: { properties } }], signal);
+      await onSpreadsheet(drive.updateSpreadsheet(id, [{ addSheet: { properties } }], signal));
       try {
-        await drive.setSpreadsheetValues(id, `${quoteSheetName(name)}!A1`, [[...columns]], signal);
+        await onSpreadsheet(drive.setSpreadsheetValues(id, `${quoteSheetName(name)}!A1`, [[...columns]], signal));
       } catch (error) {
         // A tab without its header would stay behind and make every later create of it fail as
         // existing: it goes again, as far as Drive lets it, and the header's failure is reported.
@@ -177,43 +221,55 @@ export function createSheetManager(options: SheetManagerOptions): SheetManager {
     },
     async readSheet(range, signal) {
       const id = await ensure(signal);
-      return drive.getSpreadsheetValues(id, range, signal);
+      return onSpreadsheet(drive.getSpreadsheetValues(id, range, signal));
     },
     async updateSheet(range, values, signal) {
       const id = await ensure(signal);
       try {
-        await drive.setSpreadsheetValues(id, range, values, signal);
+        await onSpreadsheet(drive.setSpreadsheetValues(id, range, values, signal));
       } catch (error) {
         // Sheets refuses a write past the tab's grid: the grid grows to fit it (never shrinks), once.
         const extent = isAgentError(error) && /exceeds grid limits/i.test(error.message) ? extentOf(range, values) : undefined;
         if (!extent) throw error;
-        const tab = (await tabs(id, signal)).find((candidate) => candidate.title === extent.sheet);
+        const tab = await tabNamed(id, extent.sheet, signal);
         if (!tab) throw error;
         const rowCount = Math.max(tab.gridProperties?.rowCount ?? DEFAULT_GRID.rows, extent.rows);
         const columnCount = Math.max(tab.gridProperties?.columnCount ?? DEFAULT_GRID.columns, extent.columns);
-        await drive.updateSpreadsheet(
-          id,
-          [{ updateSheetProperties: { properties: { sheetId: tab.sheetId, gridProperties: { rowCount, columnCount } }, fields: 'gridProperties.rowCount,gridProperties.columnCount' } }],
-          signal,
+        await onSpreadsheet(
+          drive.updateSpreadsheet(
+            id,
+            [{ updateSheetProperties: { properties: { sheetId: tab.sheetId, gridProperties: { rowCount, columnCount } }, fields: 'gridProperties.rowCount,gridProperties.columnCount' } }],
+            signal,
+          ),
         );
-        await drive.setSpreadsheetValues(id, range, values, signal);
+        await onSpreadsheet(drive.setSpreadsheetValues(id, range, values, signal));
       }
     },
     async appendToSheet(range, values, signal) {
       const id = await ensure(signal);
-      await drive.appendSpreadsheetValues(id, range, values, signal);
+      await onSpreadsheet(drive.appendSpreadsheetValues(id, range, values, signal));
     },
     async deleteSheet(name, signal) {
       const id = await ensure(signal);
-      const tab = (await tabs(id, signal)).find((candidate) => candidate.title === name);
+      const tab = await tabNamed(id, name, signal);
       if (!tab) throw new AgentError('NOT_FOUND', `Sheet "${name}" not found.`, { details: { field: 'name' } });
-      await drive.updateSpreadsheet(id, [{ deleteSheet: { sheetId: tab.sheetId } }], signal);
+      await onSpreadsheet(drive.updateSpreadsheet(id, [{ deleteSheet: { sheetId: tab.sheetId } }], signal));
     },
     async ensureSystemSheet(name, columns, signal) {
       const id = await ensure(signal);
-      if ((await tabs(id, signal)).some((tab) => tab.title === name)) return;
-      await drive.updateSpreadsheet(id, [{ addSheet: { properties: { title: name } } }], signal);
-      await drive.setSpreadsheetValues(id, `${quoteSheetName(name)}!A1`, [[...columns]], signal);
+      const rowsOf = (tab: { gridProperties?: { rowCount?: number } } | undefined) => tab?.gridProperties?.rowCount ?? DEFAULT_GRID.rows;
+      const existing = await tabNamed(id, name, signal);
+      if (existing) return rowsOf(existing);
+      try {
+        await onSpreadsheet(drive.updateSpreadsheet(id, [{ addSheet: { properties: { title: name } } }], signal));
+      } catch (error) {
+        // Another run added it between the look and the add: Sheets refuses the second add, and the tab is there.
+        const added = isAgentError(error) && error.code === 'BAD_REQUEST' ? await tabNamed(id, name, signal).catch(() => undefined) : undefined;
+        if (added) return rowsOf(added);
+        throw error;
+      }
+      await onSpreadsheet(drive.setSpreadsheetValues(id, `${quoteSheetName(name)}!A1`, [[...columns]], signal));
+      return DEFAULT_GRID.rows;
     },
     async getSheetMetadata(signal) {
       const id = await find(signal);
@@ -223,7 +279,7 @@ export function createSheetManager(options: SheetManagerOptions): SheetManager {
       const sheets: MemorySheet[] = [];
       for (const name of names) {
         try {
-          const [header = []] = await drive.getSpreadsheetValues(id, `${quoteSheetName(name)}!1:1`, signal);
+          const [header = []] = await onSpreadsheet(drive.getSpreadsheetValues(id, `${quoteSheetName(name)}!1:1`, signal));
           sheets.push({ name, file_path: memoryFilePath(name), columns: header });
         } catch (error) {
           errors.push(`${name}: ${error instanceof Error ? error.message : String(error)}`);
@@ -238,7 +294,7 @@ export function createSheetManager(options: SheetManagerOptions): SheetManager {
       if (!id) return undefined;
       let values: SheetValues;
       try {
-        values = await drive.getSpreadsheetValues(id, `${quoteSheetName(name)}!A:ZZ`, signal);
+        values = await onSpreadsheet(drive.getSpreadsheetValues(id, `${quoteSheetName(name)}!A:ZZ`, signal));
       } catch (error) {
         // Sheets answers 400 "Unable to parse range" for a tab that does not exist.
         if (isAgentError(error) && error.code === 'BAD_REQUEST') return undefined;
@@ -322,6 +378,29 @@ export function quoteSheetName(name: string): string {
 /** Where the agent reads a memory sheet: `/mnt/memory/<name, percent-encoded>`. */
 export function memoryFilePath(name: string): string {
   return `${MEMORY_DIRECTORY}${encodeURIComponent(name)}`;
+}
+
+/**
+ * A cell value as Sheets must keep it: text, exactly as given. Writes are parsed as if typed, so a
+ * leading apostrophe (which Sheets hides and never returns) stops `=…` from becoming a formula,
+ * `007` a number or `true` a boolean. An empty value stays empty: it clears the cell.
+ */
+export function toTextCell(value: string): string {
+  return value.length === 0 ? value : `'${value}`;
+}
+
+/** What a spreadsheet would take as the start of a formula (a plain signed number aside). */
+const FORMULA_START = /^[=+\-@]/;
+const SIGNED_NUMBER = /^[+-](?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?$/i;
+
+/**
+ * A cell value the model wrote, as Sheets must receive it: typed as a person would type it (so
+ * `42` is a number a `SUM` counts), except that a value a spreadsheet could run as a formula
+ * (`=IMPORTXML(…)`, `+…`, `-…`, `@…`) goes as text behind a hidden apostrophe and is never
+ * evaluated. A signed number such as `-5` stays a number.
+ */
+export function toEnteredCell(value: string): string {
+  return FORMULA_START.test(value) && !SIGNED_NUMBER.test(value) ? `'${value}` : value;
 }
 
 /** Refuses a read too large to hand to the model, naming the range. */
