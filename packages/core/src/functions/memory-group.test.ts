@@ -169,14 +169,18 @@ describe('the memory functions', () => {
     expect(backend.requests).toHaveLength(0);
   });
 
-  it('goes on without memory when only the client flag asks for it and there is no Drive client, as it does with one', async () => {
-    const backend = createScriptedBackendClient([done, done]);
+  it('goes on without memory when only the client flag asks for it and there is no Drive client or no graph URL, as it does with both', async () => {
+    const backend = createScriptedBackendClient([done, done, done]);
     const events = await collect(run({ segments: [{ type: 'text', text: 'Hi' }], flags: { useMemory: true }, graph: GRAPH }, portsOf(backend, undefined)));
     expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
     const { fake, drive } = googleDrive();
+    const noGraph = await collect(run({ segments: [{ type: 'text', text: 'Hi' }], flags: { useMemory: true } }, portsOf(backend, drive)));
+    expect(noGraph.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+    const namesOf = (index: number) => backend.requests[index]?.body.tools?.[0]?.functionDeclarations?.map((declaration) => declaration.name) ?? [];
+    expect(namesOf(1)).not.toContain('memory_get_metadata');
+    expect(fake.files()).toHaveLength(0);
     await collect(run({ segments: [{ type: 'text', text: 'Hi' }], flags: { useMemory: true }, graph: GRAPH }, portsOf(backend, drive)));
-    const names = backend.requests[1]?.body.tools?.[0]?.functionDeclarations?.map((declaration) => declaration.name) ?? [];
-    expect(names).toContain('memory_get_metadata');
+    expect(namesOf(2)).toContain('memory_get_metadata');
     expect(fake.files()).toHaveLength(1);
   });
 

@@ -18,7 +18,7 @@ export interface RunMemory {
  * memory. Throws `BAD_REQUEST` when memory is asked for and cannot be had (no Drive client, no
  * graph URL), and the Drive client's error when the spreadsheet cannot be read. A start whose
  * client sent the flag without a memory tool segment (`segment: 'start-flag'`) and that has no
- * Drive client goes on without memory, and the flag is dropped from the run's flags.
+ * Drive client or no graph URL goes on without memory, and the flag is dropped from the run's flags.
  */
 export async function openRunMemory(
   session: LoopSession,
@@ -28,7 +28,7 @@ export async function openRunMemory(
   segment: 'start' | 'start-flag' | 'resume',
 ): Promise<RunMemory | undefined> {
   if (session.flags.useMemory !== true) return undefined;
-  if (!ports.drive && segment === 'start-flag') {
+  if (segment === 'start-flag' && (!ports.drive || !session.graph?.url)) {
     delete session.flags.useMemory;
     return undefined;
   }
