@@ -621,6 +621,8 @@ describe('createAgentHandler: resuming', () => {
     await wireEvents(await handler(new Request(`${SESSIONS}/${sessionId}?alt=sse`)));
     const answers = await Promise.all([0, 1].map(() => handler(post(JSON.stringify(answer), {}, `${SESSIONS}/${sessionId}:resume`))));
     expect(answers.map((response) => response.status).sort()).toEqual([200, 409]);
+    const conflict = answers.find((response) => response.status === 409) as Response;
+    expect((await conflict.json()).error).toMatchObject({ code: 'CONFLICT', message: `Session ${sessionId} is already running` });
     const tail = await wireEvents(await handler(new Request(`${SESSIONS}/${sessionId}?alt=sse`)));
     expect(tail.filter((event) => 'complete' in event)).toHaveLength(1);
     expect(backend.requests).toHaveLength(2);

@@ -332,7 +332,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
     if (claimed.status === 'claimed') return claimed.claim;
     if (claimed.status === 'forbidden') throw new AgentError('FORBIDDEN', `Session ${sessionId} belongs to another user`);
     if (claimed.status === 'missing') throw new AgentError('INTERACTION_NOT_FOUND', `Session ${sessionId} has no saved state to resume`);
-    throw new AgentError('CONFLICT', `Session ${sessionId} is running on another instance`);
+    throw new AgentError('CONFLICT', `Session ${sessionId} is already running`);
   };
 
   const continueOn = (sessionId: string, claim: InteractionClaim, response: ResumeResponse, context: SessionContext, unasked = false): void => {
