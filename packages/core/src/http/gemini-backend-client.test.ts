@@ -2,10 +2,13 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { AgentError } from '../errors/index.js';
+import { defineFunction } from '../functions/index.js';
+import type { LLMContent } from '../protocol/content.js';
 import type { AgentEvent } from '../protocol/events.js';
 import type { GenerateContentResponse } from '../protocol/gemini.js';
-import { run } from '../run/index.js';
+import { run, type RunOptions } from '../run/index.js';
 import { createMemoryInteractionStore } from '../testing/index.js';
 import { createGeminiBackendClient, type GeminiBackendClientOptions } from './gemini-backend-client.js';
 
@@ -298,5 +301,197 @@ describe('createGeminiBackendClient', () => {
   it('says which setting is missing for media calls', async () => {
     const client = createGeminiBackendClient({ apiKey: 'k', fetch });
     await expect(client.uploadBlobFile('x')).rejects.toThrow(/options\.upstream/);
+  });
+});
+
+/** The chunks of a recorded `.sse` answer. */
+const eventsOf = (text: string): GenerateContentResponse[] =>
+  text.split(/\r?\n/).filter((line) => line.startsWith('data:')).map((line) => JSON.parse(line.slice(5)) as GenerateContentResponse);
+const dataEvent = (value: unknown) => `data: ${JSON.stringify(value)}\r\n\r\n`;
+const fulfilEvent = dataEvent({
+  candidates: [{ content: { role: 'model', parts: [{ functionCall: { name: 'system_objective_fulfilled', args: { objective_outcome: 'Done', href: '/' } } }] }, finishReason: 'STOP' }],
+});
+
+/** A run against `baseUrl` in objective mode (or `options.mode`). */
+async function runObjective(client: GeminiBackendClientOptions, options: RunOptions = {}): Promise<AgentEvent[]> {
+  const events: AgentEvent[] = [];
+  const ports = { backend: createGeminiBackendClient(client), store: createMemoryInteractionStore() };
+  for await (const event of run({ segments: [{ type: 'text', text: 'Go' }] }, ports, options)) events.push(event);
+  return events;
+}
+
+describe('createGeminiBackendClient reading answers of other shapes', () => {
+  it('reads an answer sent as one JSON array (a server that ignored alt=sse) as its chunks, each as it arrives', async () => {
+    for (const name of ['stream-nonsse-json-array-thought-summary-gemini-flash-latest.json', 'stream-nonsse-json-array-function-call-gemini-3-flash.json']) {
+      const text = fixture(name);
+      // The rest of the body is written once the client has read the first chunk (or after a second).
+      let release: (by: string) => void = () => undefined;
+      const firstRead = new Promise<string>((resolve) => (release = resolve));
+      const firstEnd = text.indexOf('\n,') + 1;
+      const { baseUrl } = await gemini((_request, response) => {
+        response.writeHead(200, { 'content-type': 'application/json; charset=UTF-8' });
+        for (let offset = 0; offset < firstEnd; offset += 7) response.write(text.slice(offset, Math.min(offset + 7, firstEnd)));
+        setTimeout(() => release('timer'), 1000);
+        void firstRead.then(() => response.end(text.slice(firstEnd)));
+      });
+      const client = createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl });
+      const chunks: GenerateContentResponse[] = [];
+      for await (const chunk of client.streamGenerateContent('m', { contents: [] })) {
+        chunks.push(chunk);
+        release('read');
+      }
+      expect(chunks, name).toEqual(JSON.parse(text));
+      expect(await firstRead, name).toBe('read');
+      await close?.();
+      close = undefined;
+    }
+    const { baseUrl } = await gemini((_request, response) => {
+      response.writeHead(200, { 'content-type': 'application/json; charset=UTF-8' });
+      response.end(fixture('stream-nonsse-json-array-thought-summary-gemini-flash-latest.json'));
+    });
+    const events = await runChat({ apiKey: 'k', fetch, baseUrl });
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true, outcomes: { parts: [{ text: 'Scoop' }] } } });
+  });
+
+  it('raises an error object wrapped in an array, on a data: line or as a whole JSON answer, as the API error', async () => {
+    const error = { error: { code: 503, message: 'The model is overloaded. Please try again later.', status: 'UNAVAILABLE' } };
+    const answers: Array<(response: ServerResponse) => void> = [
+      (response) => sse(response, textEvent('The answer') + dataEvent([error])),
+      (response) => {
+        response.writeHead(200, { 'content-type': 'application/json; charset=UTF-8' });
+        response.end(`[${JSON.stringify(error, null, 2)}\n]`);
+      },
+    ];
+    for (const answer of answers) {
+      const { baseUrl } = await gemini((_request, response) => answer(response));
+      const { error: failure } = await collectUntilError(createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl }).streamGenerateContent('m', { contents: [] }));
+      expect(failure).toMatchObject({ code: 'MODEL_UNAVAILABLE', message: 'The model is overloaded. Please try again later.', details: { status: 503, providerStatus: 'UNAVAILABLE' } });
+      await close?.();
+      close = undefined;
+    }
+  });
+
+  it('ends the run with a coded error naming what it got when an event is JSON but not an object, without asking again', async () => {
+    for (const [data, got] of [['null', 'null'], ['42', 'a number'], ['[1,2]', 'an array']]) {
+      const { baseUrl, seen } = await gemini((_request, response) => sse(response, `data: ${data}\r\n\r\n${textEvent('ok', 'STOP')}`));
+      const events = await runChat({ apiKey: 'k', fetch, baseUrl }, { baseDelayMs: 1, maxDelayMs: 5 });
+      expect(seen, data).toHaveLength(1);
+      expect(events.at(-2), data).toEqual({
+        type: 'error',
+        message: `Agent error: The model sent a malformed answer: response chunk: expected a JSON object, got ${got}`,
+        code: 'MODEL_ERROR',
+      });
+      await close?.();
+      close = undefined;
+    }
+  });
+
+  it('asks again after a data line that is not JSON, quoting the start of it', async () => {
+    let calls = 0;
+    const { baseUrl, seen } = await gemini((_request, response) => {
+      calls += 1;
+      sse(response, calls === 1 ? `${textEvent('The answer is')}data: <html><body>502 Bad Gateway</body></html>\r\n\r\n` : textEvent('The answer is 42.', 'STOP'));
+    });
+    const { error } = await collectUntilError(createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl }).streamGenerateContent('m', { contents: [] }));
+    expect(error).toMatchObject({ code: 'MODEL_UNAVAILABLE', message: 'Gemini sent a chunk that is not JSON: <html><body>502 Bad Gateway</body></html>' });
+    calls = 0;
+    const events = await runChat({ apiKey: 'k', fetch, baseUrl }, { baseDelayMs: 1, maxDelayMs: 5 });
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true, outcomes: { parts: [{ text: 'The answer is 42.' }] } } });
+    expect(seen).toHaveLength(3);
+  });
+
+  it('treats a stream without any candidate, or an empty body, as an answer that broke off', async () => {
+    for (const body of [dataEvent({ usageMetadata: { promptTokenCount: 3, totalTokenCount: 3 } }), '']) {
+      const { baseUrl } = await gemini((_request, response) => sse(response, body));
+      const { chunks, error } = await collectUntilError(createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl }).streamGenerateContent('m', { contents: [] }));
+      expect(chunks).toHaveLength(body === '' ? 0 : 1);
+      expect(error).toMatchObject({ code: 'MODEL_UNAVAILABLE', message: expect.stringMatching(/broke off before it finished/) });
+      await close?.();
+      close = undefined;
+    }
+  });
+
+  it('waits for candidate 0 to finish: a finishReason on another candidate does not end the answer', async () => {
+    const { baseUrl } = await gemini((_request, response) =>
+      sse(
+        response,
+        dataEvent({
+          candidates: [
+            { index: 0, content: { role: 'model', parts: [{ text: 'The answer is' }] } },
+            { index: 1, content: { role: 'model', parts: [{ text: 'Another answer.' }] }, finishReason: 'STOP' },
+          ],
+        }),
+      ),
+    );
+    const { error } = await collectUntilError(createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl }).streamGenerateContent('m', { contents: [] }));
+    expect(error).toMatchObject({ code: 'MODEL_UNAVAILABLE', message: expect.stringMatching(/broke off before it finished/) });
+  });
+
+  it('passes a line of several MB, sent in many pieces, through intact: a call whose argument holds 6 MB', async () => {
+    const big = 'a'.repeat(6 * 1024 * 1024 - 7) + 'é€😀end';
+    const line = dataEvent({ candidates: [{ content: { role: 'model', parts: [{ functionCall: { name: 'store_text', args: { text: big } } }] }, finishReason: 'STOP' }] });
+    let calls = 0;
+    const { baseUrl } = await gemini((_request, response) => {
+      calls += 1;
+      if (calls > 1) return sse(response, fulfilEvent);
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      const bytes = new TextEncoder().encode(line);
+      // Pieces of 64 KiB, so multi-byte characters are cut too.
+      for (let offset = 0; offset < bytes.length; offset += 65_536) response.write(bytes.subarray(offset, offset + 65_536));
+      response.end();
+    });
+    const received: string[] = [];
+    const storeText = defineFunction({
+      name: 'store_text',
+      description: 'Stores a text.',
+      parameters: z.object({ text: z.string() }),
+      handler: async ({ text }) => {
+        received.push(text);
+        return { stored: text.length };
+      },
+    });
+    const events = await runObjective({ apiKey: 'k', fetch, baseUrl }, { functionGroups: [{ name: 'tools', functions: [storeText] }] });
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+    expect(received).toHaveLength(1);
+    expect(received[0] === big).toBe(true);
+  });
+
+  it('ends the request of a stream that never ends: bytes without a chunk for idleTimeoutMs are a TIMEOUT', async () => {
+    const { baseUrl, seen } = await gemini((_request, response) => {
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      response.write(textEvent('Thinking'));
+      const timer = setInterval(() => response.write(':\r\n\r\n'), 20);
+      response.on('close', () => clearInterval(timer));
+    });
+    const started = Date.now();
+    const events = await runChat({ apiKey: 'k', fetch, baseUrl }, { idleTimeoutMs: 300, maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 5 });
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(seen).toHaveLength(2);
+    expect(events.at(-1)).toMatchObject({ type: 'error', code: 'TIMEOUT', interactionId: expect.any(String) });
+  });
+
+  it('sends every thoughtSignature back byte for byte on the part it came on: an empty last text part, the first text part, a call', async () => {
+    const turns = [
+      fixture('stream-text-gemini-3-pro-trailing-empty-text-thought-signature.sse'),
+      fixture('stream-thought-summaries-then-text-gemini-2.5-pro.sse'),
+      fixture('stream-function-call-single-gemini-3-pro-with-thought-signature.sse'),
+      fulfilEvent,
+    ];
+    let calls = 0;
+    const { baseUrl, seen } = await gemini((_request, response) => sse(response, turns[calls++] ?? ''));
+    const events = await runObjective({ apiKey: 'k', fetch, baseUrl });
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+    const last = seen[3]?.body ?? '';
+    const models = (JSON.parse(last) as { contents: LLMContent[] }).contents.filter((content) => content.role === 'model');
+    expect(models).toHaveLength(3);
+    turns.slice(0, 3).forEach((text, turn) => {
+      const streamed = eventsOf(text).flatMap((chunk) => chunk.candidates?.[0]?.content?.parts ?? []);
+      const signed = streamed.filter((part) => typeof part.thoughtSignature === 'string');
+      expect(signed.length, `turn ${turn}`).toBeGreaterThan(0);
+      const kept = models[turn]?.parts.filter((part) => typeof part.thoughtSignature === 'string') ?? [];
+      // The very part: its signature, its text or call, and nothing merged into it.
+      expect(kept, `turn ${turn}`).toEqual(signed);
+      for (const part of signed) expect(last).toContain(JSON.stringify(part.thoughtSignature));
+    });
   });
 });

@@ -149,9 +149,12 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
         response = await open(serialize(body));
       }
       if (!response.body) throw new AgentError('MODEL_UNAVAILABLE', 'Gemini answered without a body');
+      // A server that ignored `alt=sse` answers one JSON array of the same chunks: it is read as
+      // the events it stands for, under the same limits.
+      const events = isJsonAnswer(response) ? new Response(eventsOfJsonArray(response.body)) : response;
       // Read here rather than through another generator: each chunk passes one generator less.
       const answer = answerCheck(secrets);
-      for await (const event of readSseEvents(response, { provider: 'Gemini', limits: options.limits, signal, onIgnoredLine: answer.onIgnoredLine })) {
+      for await (const event of readSseEvents(events, { provider: 'Gemini', limits: options.limits, signal, onIgnoredLine: answer.onIgnoredLine })) {
         if (event.data.length > 0) yield answer.chunk(event.data);
       }
       answer.end();
@@ -203,7 +206,11 @@ function answerCheck(secrets: ReadonlyArray<string | undefined>): {
   };
 }
 
-/** One event's chunk; an error object on a `data:` line is thrown as the error it is. */
+/**
+ * One event's chunk; an error object on a `data:` line (alone or as an array's first element) is
+ * thrown as the error it is. Any other JSON value is passed on: the turn reader refuses what is
+ * not an object, naming it.
+ */
 function chunkOf(data: string, secrets: ReadonlyArray<string | undefined>): GenerateContentResponse {
   let chunk: GenerateContentResponse & { error?: GeminiErrorBody['error'] };
   try {
@@ -212,20 +219,101 @@ function chunkOf(data: string, secrets: ReadonlyArray<string | undefined>): Gene
     // Garbage in the stream (a proxy's error page, a cut line): worth another request.
     throw new AgentError('MODEL_UNAVAILABLE', `Gemini sent a chunk that is not JSON: ${redactSecrets(data.slice(0, 4096), secrets).slice(0, 120)}`);
   }
-  if (chunk.error) throw errorFromBody({ error: chunk.error }, chunk.error.code ?? 500, secrets);
+  if (typeof chunk !== 'object' || chunk === null) return chunk;
+  const error: unknown = Array.isArray(chunk) ? (chunk[0] as { error?: unknown } | undefined)?.error : chunk.error;
+  if (typeof error === 'string') throw errorFromBody({ error: { message: error } }, 500, secrets);
+  if (typeof error === 'object' && error !== null) throw errorFromBody({ error } as GeminiErrorBody, 500, secrets);
   return chunk;
 }
 
 /**
- * Whether a chunk ends the answer: a candidate with a `finishReason`, or a blocked prompt (a
- * chunk without candidates, passed on for the loop to report).
+ * Whether a chunk ends the answer: the answer's candidate (index 0) with a `finishReason`, or a
+ * blocked prompt (a chunk without candidates, passed on for the loop to report).
  */
 function endsAnswer(chunk: GenerateContentResponse): boolean {
+  if (typeof chunk !== 'object' || chunk === null) return false;
   const candidates = chunk.candidates;
-  if (candidates !== undefined) {
-    for (const candidate of candidates) if (candidate.finishReason !== undefined) return true;
+  if (Array.isArray(candidates)) {
+    for (const candidate of candidates) {
+      if (candidate?.finishReason !== undefined && (candidate.index === undefined || candidate.index === 0)) return true;
+    }
   }
   return chunk.promptFeedback?.blockReason !== undefined;
+}
+
+/** Whether an answer is JSON rather than an event stream (a server that ignored `alt=sse`). */
+function isJsonAnswer(response: Response): boolean {
+  const type = response.headers.get('content-type') ?? '';
+  return type.includes('json') && !type.includes('event-stream');
+}
+
+/**
+ * The event stream a `streamGenerateContent` answer without `alt=sse` stands for: that answer is
+ * one JSON array written piece by piece (`[`, a pretty-printed chunk, `,`, the next, ..., `]`),
+ * and each of its objects (or a lone top-level object, such as a bare error) becomes one `data:`
+ * event as its bytes arrive, so the reader's limits and timeouts apply as to any event stream.
+ * A line break outside a JSON string is only whitespace, so it is written as a space.
+ */
+function eventsOfJsonArray(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  const encoder = new TextEncoder();
+  let depth = 0;
+  let inArray = false;
+  /** The depth the current object started at; -1 between objects. */
+  let objectDepth = -1;
+  let inString = false;
+  let escaped = false;
+  const convert = (text: string): string => {
+    let out = '';
+    let start = objectDepth === -1 ? -1 : 0;
+    for (let index = 0; index < text.length; index += 1) {
+      const code = text.charCodeAt(index);
+      if (inString) {
+        if (escaped) escaped = false;
+        else if (code === 92 /* backslash */) escaped = true;
+        else if (code === 34 /* " */) inString = false;
+        continue;
+      }
+      if (code === 34) {
+        inString = true;
+      } else if (code === 123 /* { */ || code === 91 /* [ */) {
+        if (objectDepth === -1 && code === 123 && (depth === 0 || (depth === 1 && inArray))) {
+          objectDepth = depth;
+          start = index;
+          out += 'data: ';
+        }
+        if (depth === 0 && code === 91) inArray = true;
+        depth += 1;
+      } else if (code === 125 /* } */ || code === 93 /* ] */) {
+        depth -= 1;
+        if (depth === objectDepth) {
+          out += `${text.slice(start, index + 1).replace(/[\r\n]/g, ' ')}\n\n`;
+          objectDepth = -1;
+          start = -1;
+        }
+      }
+    }
+    if (start !== -1) out += text.slice(start).replace(/[\r\n]/g, ' ');
+    return out;
+  };
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      for (;;) {
+        const { done, value } = await reader.read();
+        const text = done ? convert(decoder.decode()) : convert(decoder.decode(value, { stream: true }));
+        if (text.length > 0) controller.enqueue(encoder.encode(text));
+        if (done) {
+          controller.close();
+          return;
+        }
+        if (text.length > 0) return;
+      }
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  });
 }
 
 /** The API error in text sent outside the event framing (`{"error": {...}}`, or it in an array). */
@@ -519,7 +607,7 @@ function dailyQuotaOf(details: Record<string, unknown> | undefined): string | un
   return undefined;
 }
 
-/** Milliseconds as seconds to a tenth, for messages. */
+/** Waits `ms` milliseconds; rejects with `ABORTED` when `signal` aborts first. */
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {

@@ -1,5 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineFunction, type FunctionGroup } from '../functions/index.js';
+import type { JsonObject } from '../protocol/content.js';
 import type { BackendClient } from '../ports/index.js';
 import type { AgentEvent } from '../protocol/events.js';
 import type { GenerateContentResponse } from '../protocol/gemini.js';
@@ -20,10 +23,12 @@ async function collect(events: AsyncIterable<AgentEvent>): Promise<AgentEvent[]>
   return all;
 }
 
+const fixture = (name: string) =>
+  JSON.parse(readFileSync(new URL(`../../../../fixtures/gemini/${name}`, import.meta.url), 'utf8')) as GenerateContentResponse;
 /** A recorded turn with a candidate and no content at all (finish reason `MAX_TOKENS`). */
-const EMPTY_TURN = JSON.parse(
-  readFileSync(new URL('../../../../fixtures/gemini/generate-max-tokens-no-parts-gemini-2.5-pro.json', import.meta.url), 'utf8'),
-) as GenerateContentResponse;
+const EMPTY_TURN = fixture('generate-max-tokens-no-parts-gemini-2.5-pro.json');
+/** A recorded answer blocked for safety: `content: {}`. */
+const SAFETY_TURN = fixture('generate-finish-reason-safety-empty-content-gemini-1.5-flash.json');
 
 /** A malformed call as Gemini reports it: no content, the reason and a message. */
 const MALFORMED: GenerateContentResponse[] = [
@@ -177,5 +182,118 @@ describe('turns with nothing usable', () => {
     const events = await collect(run(start, { backend, store: createMemoryInteractionStore() }, { signal: controller.signal }));
     expect(requests).toBe(1);
     expect(types(events)).toEqual(['start', 'sendRequest']);
+  });
+});
+
+/** A `lookup` function that records the arguments of every call it runs. */
+function lookupGroup(): { group: FunctionGroup; received: JsonObject[] } {
+  const received: JsonObject[] = [];
+  const lookup = defineFunction({
+    name: 'lookup',
+    description: 'Looks a word up.',
+    parameters: z.object({ word: z.string(), lang: z.string().optional() }),
+    handler: async (args) => {
+      received.push(args);
+      return { found: true };
+    },
+  });
+  return { group: { name: 'tools', functions: [lookup] }, received };
+}
+
+/** A chunk of candidate 0 with `parts`, and `extra` fields on the candidate. */
+const partsChunk = (parts: unknown[], extra: Record<string, unknown> = {}): GenerateContentResponse =>
+  ({ candidates: [{ content: { role: 'model', parts }, ...extra }] }) as GenerateContentResponse;
+
+describe('model answers of unusual shape', () => {
+  it('ends with a coded error naming the field when the model calls a function without a name, and runs nothing', async () => {
+    const { group, received } = lookupGroup();
+    const { backend, events } = await runScript([[partsChunk([{ functionCall: { args: { word: 'x' } } }], { finishReason: 'STOP' })], FULFIL], { functionGroups: [group] });
+    expect(backend.requests).toHaveLength(1);
+    expect(received).toEqual([]);
+    expect(events.some((event) => event.type === 'functionCall')).toBe(false);
+    expect(events.at(-2)).toEqual({
+      type: 'error',
+      message: 'Agent error: The model sent a malformed answer: candidates[0].content.parts[0].functionCall.name: missing (a function call needs the name of the function)',
+      code: 'MODEL_ERROR',
+    });
+  });
+
+  it('ends with a coded error, never a silent merge, when the arguments of a call come in two chunks under one id', async () => {
+    const { group, received } = lookupGroup();
+    const split = [
+      partsChunk([{ functionCall: { id: 'c1', name: 'lookup', args: { word: 'x' } } }]),
+      partsChunk([{ functionCall: { id: 'c1', args: { lang: 'en' } } }], { finishReason: 'STOP' }),
+    ];
+    const { backend, events } = await runScript([split, FULFIL], { functionGroups: [group] });
+    // The part already announced may have started (read-only calls start at once); its result is
+    // set aside, and the model is never told it ran with arguments it did not send.
+    expect(received.length).toBeLessThanOrEqual(1);
+    expect(backend.requests).toHaveLength(1);
+    expect(events.find((event) => event.type === 'functionResult')).toMatchObject({ content: { parts: [{ functionResponse: { response: { error: expect.stringMatching(/set aside/) } } }] } });
+    expect(events.at(-2)).toMatchObject({ type: 'error', code: 'MODEL_ERROR', message: expect.stringMatching(/functionCall\.name: missing \(a function call needs the name of the function\)$/) });
+  });
+
+  it('runs a call streamed in fragments (Vertex AI) once, with its whole arguments, and sends it back joined with its signature', async () => {
+    const { group, received } = lookupGroup();
+    const streamed = [
+      partsChunk([{ functionCall: { name: 'lookup', willContinue: true }, thoughtSignature: 'c2lnbmVk' }]),
+      partsChunk([{ functionCall: { partialArgs: [{ jsonPath: '$.word', stringValue: 'seren', willContinue: true }], willContinue: true } }]),
+      partsChunk([{ functionCall: { partialArgs: [{ jsonPath: '$.word', stringValue: 'dipity' }], willContinue: true } }]),
+      partsChunk([{ functionCall: {} }]),
+      partsChunk([{ text: '' }], { finishReason: 'STOP' }),
+    ];
+    const { backend, events } = await runScript([streamed, FULFIL], { functionGroups: [group] });
+    expect(received).toEqual([{ word: 'serendipity' }]);
+    expect(events.filter((event) => event.type === 'functionCall').map((event) => event.type === 'functionCall' && [event.name, event.args])).toEqual([
+      ['lookup', { word: 'serendipity' }],
+      ['system_objective_fulfilled', { objective_outcome: 'Done', href: '/' }],
+    ]);
+    expect(backend.requests[1]?.body.contents[1]).toEqual({
+      role: 'model',
+      parts: [{ functionCall: { name: 'lookup', args: { word: 'serendipity' } }, thoughtSignature: 'c2lnbmVk' }, { text: '' }],
+    });
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+  });
+
+  it('says which finish reason left the turn empty: a thinking model that spends its whole budget on thoughts (MAX_TOKENS)', async () => {
+    const thinking = [thoughtChunk('Planning the cleanup'), EMPTY_TURN];
+    const { backend, events } = await runScript([thinking, thinking, thinking]);
+    expect(backend.requests).toHaveLength(3);
+    expect(events.at(-2)).toEqual({
+      type: 'error',
+      message: 'Agent unable to proceed: the model returned a turn with no content 3 times in a row (finishReason MAX_TOKENS)',
+      code: 'MODEL_ERROR',
+    });
+  });
+
+  it('ends at once, without asking again, on an answer blocked for SAFETY (content {}) or RECITATION (after some text)', async () => {
+    const safety = await runScript([[SAFETY_TURN], FULFIL]);
+    expect(safety.backend.requests).toHaveLength(1);
+    expect(safety.events.at(-2)).toEqual({ type: 'error', message: 'Agent error: the response was blocked by safety filters (finishReason SAFETY)', code: 'MODEL_ERROR' });
+    const recited = await runScript([[textChunk('Once upon'), partsChunk([{ text: ' a time' }], { finishReason: 'RECITATION' })], FULFIL], { mode: 'chat' });
+    expect(recited.backend.requests).toHaveLength(1);
+    expect(recited.events.at(-2)).toEqual({
+      type: 'error',
+      message: 'Agent error: the response was blocked for reciting protected material (finishReason RECITATION)',
+      code: 'MODEL_ERROR',
+    });
+  });
+
+  it('ends at once on an image blocked (IMAGE_SAFETY), and asks again on a finish reason it does not know, even one named like an object property', async () => {
+    const image = await runScript([[partsChunk([], { finishReason: 'IMAGE_SAFETY' })], FULFIL]);
+    expect(image.backend.requests).toHaveLength(1);
+    expect(image.events.at(-2)).toEqual({ type: 'error', message: 'Agent error: the image was blocked by safety filters (finishReason IMAGE_SAFETY)', code: 'MODEL_ERROR' });
+    const odd = await runScript([[partsChunk([], { finishReason: 'toString' })], FULFIL]);
+    expect(odd.backend.requests).toHaveLength(2);
+    expect(odd.events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+  });
+
+  it('asks again quietly when a stream carries only another candidate than the first', async () => {
+    const other: GenerateContentResponse = { candidates: [{ index: 1, content: { role: 'model', parts: [{ text: 'B' }] }, finishReason: 'STOP' }] };
+    const { backend, events } = await runScript([[other], FULFIL]);
+    expect(backend.requests).toHaveLength(2);
+    // Asked again unchanged: the other candidate's text never entered the history.
+    expect(backend.requests[1]?.body.contents).toEqual(backend.requests[0]?.body.contents);
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
   });
 });

@@ -15,7 +15,7 @@ const BACKOFF_BASE_MS = 250;
 /** Why a turn gave the loop nothing to act on. */
 type Problem =
   | { kind: 'no-candidates' }
-  | { kind: 'empty' }
+  | { kind: 'empty'; finishReason: string | undefined }
   | { kind: 'malformed-call'; detail: string }
   | { kind: 'unexpected-tool-call'; detail: string }
   | { kind: 'refused'; message: string };
@@ -27,6 +27,10 @@ const REFUSALS: Readonly<Record<string, string>> = {
   BLOCKLIST: 'the response was blocked by a blocklist',
   SPII: 'the response was blocked for sensitive personal information',
   RECITATION: 'the response was blocked for reciting protected material',
+  IMAGE_SAFETY: 'the image was blocked by safety filters',
+  IMAGE_PROHIBITED_CONTENT: 'the image was blocked for prohibited content',
+  IMAGE_RECITATION: 'the image was blocked for reciting protected material',
+  MODEL_ARMOR: 'the response was blocked by Model Armor',
 };
 
 /** What {@link UnusableTurnGuard.streamTurn} made of a model turn. */
@@ -77,12 +81,8 @@ export class UnusableTurnGuard {
   async streamTurn(turnRequest: GuardedTurnRequest): Promise<GuardedTurn> {
     for (let attempt = 0; ; attempt += 1) {
       const accumulator = new ModelTurnAccumulator();
-      let sawCandidate = false;
-      for await (const chunk of turnRequest.request()) {
-        if (chunk.candidates && chunk.candidates.length > 0) sawCandidate = true;
-        turnRequest.onDelta(accumulator.push(chunk));
-      }
-      const turn = sawCandidate ? accumulator.finish() : undefined;
+      for await (const chunk of turnRequest.request()) turnRequest.onDelta(accumulator.push(chunk));
+      const turn = accumulator.sawCandidate ? accumulator.finish() : undefined;
       const problem = problemOf(turn);
       if (!problem || (turnRequest.final && turn)) {
         this.#corrections = 0;
@@ -131,14 +131,14 @@ function problemOf(turn: ModelTurn | undefined): Problem | undefined {
   if (!turn) return { kind: 'no-candidates' };
   if (turn.functionCalls.length > 0) return undefined;
   const reason = turn.finishReason;
-  const refusal = reason === undefined ? undefined : REFUSALS[reason];
+  const refusal = reason !== undefined && Object.hasOwn(REFUSALS, reason) ? REFUSALS[reason] : undefined;
   if (refusal) return { kind: 'refused', message: `Agent error: ${refusal} (finishReason ${reason})` };
   const finishMessage = turn.candidateMetadata.finishMessage;
   const detail = typeof finishMessage === 'string' ? finishMessage : '';
   if (reason === 'MALFORMED_FUNCTION_CALL') return { kind: 'malformed-call', detail };
   if (reason === 'UNEXPECTED_TOOL_CALL') return { kind: 'unexpected-tool-call', detail };
   const visible = turn.content.parts.some((part) => part.thought !== true && (typeof part.text === 'string' ? part.text.length > 0 : true));
-  return visible ? undefined : { kind: 'empty' };
+  return visible ? undefined : { kind: 'empty', finishReason: reason };
 }
 
 function correctionFor(problem: Extract<Problem, { detail: string }>): string {
@@ -153,8 +153,11 @@ function failureMessage(problem: Exclude<Problem, { kind: 'refused' }>, times: n
   switch (problem.kind) {
     case 'no-candidates':
       return `Agent unable to proceed: no candidates in Gemini response${inARow}`;
-    case 'empty':
-      return `Agent unable to proceed: the model returned a turn with no content${inARow}`;
+    case 'empty': {
+      // A reason other than STOP says why (MAX_TOKENS: the whole output budget went on thoughts).
+      const why = problem.finishReason === undefined || problem.finishReason === 'STOP' ? '' : ` (finishReason ${problem.finishReason})`;
+      return `Agent unable to proceed: the model returned a turn with no content${inARow}${why}`;
+    }
     case 'malformed-call':
       return `Agent unable to proceed: the model made a malformed function call${inARow}${problem.detail ? ` (${problem.detail})` : ''}`;
     case 'unexpected-tool-call':

@@ -60,10 +60,10 @@ export function finishChunk(
 }
 
 /**
- * Gives the calls of one answer ids that are unique within it. The turn accumulator merges calls
- * that share an id as fragments of one call, so a call without an id, or with one an earlier call
- * of the answer already has (a server that numbers every call `call_0`), gets a fresh id; its
- * response goes back under that id.
+ * Gives the calls of one answer ids that are unique within it: the provider pairs each result
+ * with its call by id, so a call without an id, or with one an earlier call of the answer already
+ * has (a server that numbers every call `call_0`), gets a fresh id, and its response goes back
+ * under that id.
  */
 export function createCallIds(): (id: unknown) => string {
   const used = new Set<string>();
