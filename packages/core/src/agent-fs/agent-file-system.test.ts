@@ -312,3 +312,131 @@ describe('AgentFileSystem: mounted directories', () => {
     expect(await new AgentFileSystem().listAllFiles()).toBe('');
   });
 });
+
+describe('AgentFileSystem: hostile names', () => {
+  const refused = (name: string) => {
+    try {
+      new AgentFileSystem().write(name, 'x');
+    } catch (error) {
+      return error as AgentError;
+    }
+    return undefined;
+  };
+
+  it('refuses names no disk should get, saying why, and writes nothing', () => {
+    const cases: Array<[string, RegExp]> = [
+      ['', /names no file/],
+      ['..', /names no file/],
+      ['/mnt/', /names no file/],
+      ['a\u0000b', /control or invisible character/],
+      ['notes\n.md', /control or invisible character/],
+      ['invoice\u202Efdp.exe', /control or invisible character/],
+      ['zero\u200Bwidth.md', /control or invisible character/],
+      ['．．／．．／etc／passwd', /looks like "\/", "\\" or "\."/],
+      ['..\u2215..\u2215etc', /looks like/],
+      ['%2e%2e/%2e%2e/etc/passwd', /percent-encoding hides/],
+      ['a%2Fb', /percent-encoding hides/],
+      ['a%00b', /percent-encoding hides/],
+      ['x'.repeat(256), /at most 255 characters/],
+      [`${'d/'.repeat(600)}x`, /longer than 1024 characters/],
+    ];
+    for (const [name, reason] of cases) {
+      const error = refused(name);
+      expect(error, JSON.stringify(name)).toMatchObject({ code: 'BAD_REQUEST', details: { field: 'name' } });
+      expect(error?.message, JSON.stringify(name)).toMatch(reason);
+      // Long names are quoted cut, control characters escaped.
+      expect(error?.message.length, JSON.stringify(name)).toBeLessThan(400);
+      expect(error?.message, JSON.stringify(name)).not.toMatch(/[\u0000\n]/);
+    }
+    const fs = new AgentFileSystem();
+    expect(() => fs.addPart(png, 'cat\u0000')).toThrow(/control or invisible character/);
+    expect(fs.files()).toEqual([]);
+  });
+
+  it('keeps every written path under /mnt/, treating \\ as a separator, and reads a path back however it was written', async () => {
+    const fs = new AgentFileSystem();
+    expect(fs.write('a\\b', 'one')).toBe('/mnt/a/b.txt');
+    expect(fs.write('\\..\\..\\windows\\win.ini', 'two')).toBe('/mnt/windows/win.ini');
+    expect(fs.write('/mnt//x/./y.md', 'three')).toBe('/mnt/x/y.md');
+    expect(fs.write('100%.md', 'four')).toBe('/mnt/100%.md');
+    expect(await fs.readText('a\\b.txt')).toBe('one');
+    expect(await fs.readText('/mnt/../windows/win.ini')).toBe('two');
+    expect(await fs.readText('mnt/x//y.md')).toBe('three');
+    // A composed and a decomposed "é" are one name.
+    fs.write('caf\u00e9.md', 'five');
+    expect(await fs.readText('/mnt/cafe\u0301.md')).toBe('five');
+    await expect(fs.get('/etc/passwd')).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    for (const { path } of fs.files()) expect(path).toMatch(/^\/mnt\/(?!.*(^|\/)\.\.?(\/|$))[^\\]+$/);
+  });
+
+  it('keeps system files and mounted directories read-only: a write there could never be read back', async () => {
+    const fs = new AgentFileSystem();
+    fs.addSystemFile('/mnt/system/chat_log.json', () => '[]');
+    fs.mount('/mnt/memory/', { read: async () => '[["a"]]', list: async () => ['Scores'] });
+    for (const name of ['system/chat_log.json', '/mnt/system/chat_log.json', 'system/other.md', 'memory/Scores']) {
+      expect(() => fs.write(name, 'fake'), name).toThrow(expect.objectContaining({ code: 'BAD_REQUEST', details: { field: 'name' } }));
+    }
+    expect(() => fs.addPart(png, 'memory/chart')).toThrow(/cannot write/);
+    expect(await fs.readText('/mnt/system/chat_log.json')).toBe('[]');
+    expect(fs.files()).toEqual([]);
+  });
+
+  it('never gives an automatic name to a file the model already named', async () => {
+    const fs = new AgentFileSystem();
+    fs.write('image1.png', 'my notes, not an image');
+    expect(fs.addPart(png)).toBe('/mnt/image2.png');
+    expect(await fs.readText('/mnt/image1.png')).toBe('my notes, not an image');
+  });
+
+  it('quotes a long path or route name cut in its error messages', async () => {
+    const fs = new AgentFileSystem();
+    const long = `/mnt/${'x'.repeat(100_000)}`;
+    const error = await fs.get(long).then(
+      () => undefined,
+      (caught: unknown) => caught as AgentError,
+    );
+    expect(error).toMatchObject({ code: 'NOT_FOUND', message: expect.stringContaining('(100005 characters)') });
+    expect(error?.message.length).toBeLessThan(300);
+    expect(() => fs.getOriginalRoute(`/route-${'9'.repeat(100_000)}`)).toThrow(/^Route "\/route-9+… \(100007 characters\)" not found$/);
+  });
+});
+
+describe('AgentFileSystem: limits of a run', () => {
+  it('keeps at most 1000 files: the next new one is refused naming the name, and nothing is lost', async () => {
+    const fs = new AgentFileSystem();
+    for (let index = 0; index < 1000; index += 1) fs.write(`file_${index}.md`, `text ${index}`);
+    expect(() => fs.write('one_more.md', 'x')).toThrow(
+      expect.objectContaining({ code: 'PAYLOAD_TOO_LARGE', details: { field: 'name' }, message: expect.stringContaining('1000 files') }),
+    );
+    expect(() => fs.addPart(png)).toThrow(expect.objectContaining({ code: 'PAYLOAD_TOO_LARGE' }));
+    // Replacing a file is still fine.
+    fs.write('file_7.md', 'new text');
+    expect(fs.files()).toHaveLength(1000);
+    expect(await fs.readText('file_7.md')).toBe('new text');
+    expect(await fs.readText('file_999.md')).toBe('text 999');
+  });
+
+  it('keeps at most 128 Mi characters in all: a write past it is refused naming the data, and changes nothing', async () => {
+    const fs = new AgentFileSystem();
+    const big = 'x'.repeat(16 * 1024 * 1024);
+    for (let index = 0; index < 8; index += 1) fs.write(`big_${index}.txt`, big);
+    expect(() => fs.write('small.txt', 'y')).toThrow(
+      expect.objectContaining({ code: 'PAYLOAD_TOO_LARGE', details: { field: 'data' }, message: expect.stringContaining('more than the 134217728') }),
+    );
+    expect(() => fs.addPart({ inlineData: { mimeType: 'image/png', data: 'AAAA' } })).toThrow(expect.objectContaining({ code: 'PAYLOAD_TOO_LARGE' }));
+    expect(() => fs.append('/mnt/big_0.txt', 'more')).toThrow(expect.objectContaining({ code: 'PAYLOAD_TOO_LARGE' }));
+    expect(fs.files()).toHaveLength(8);
+    expect((await fs.readText('big_0.txt')).length).toBe(big.length);
+    // Making room by shrinking a file lets the next write through.
+    fs.write('big_0.txt', 'short');
+    expect(fs.write('small.txt', 'y')).toBe('/mnt/small.txt');
+  });
+
+  it('counts the files of a restored snapshot toward the limits', () => {
+    const fs = new AgentFileSystem();
+    const big = 'x'.repeat(16 * 1024 * 1024);
+    for (let index = 0; index < 8; index += 1) fs.write(`big_${index}.txt`, big);
+    const restored = AgentFileSystem.fromSnapshot(fs.snapshot());
+    expect(() => restored.write('small.txt', 'y')).toThrow(expect.objectContaining({ code: 'PAYLOAD_TOO_LARGE' }));
+  });
+});

@@ -72,11 +72,61 @@ export type FileSystemSnapshot = z.infer<ReturnType<typeof fileSystemSnapshotSch
 /** The longest excerpt of an unsupported part quoted in an error message. */
 const MAX_QUOTED_PART_LENGTH = 200;
 
+/** The longest excerpt of a path or route name quoted in an error message. */
+const MAX_QUOTED_NAME_LENGTH = 200;
+
+/**
+ * The most characters a text file written by a function may hold (16 Mi). Far more than a model
+ * can read back, and it stops a run from growing a file without bound, say by writing a file that
+ * quotes itself twice, over and over, until the process runs out of memory.
+ */
+const MAX_TEXT_FILE_LENGTH = 16 * 1024 * 1024;
+
+/**
+ * The most files a run may keep (1000), and the most characters all of them may hold together
+ * (128 Mi, base64 included). The whole file system travels with every suspended run and ends up in
+ * the run's result, so it must stay far below what a store or a client can take.
+ */
+const MAX_FILES = 1000;
+const MAX_TOTAL_LENGTH = 128 * 1024 * 1024;
+
+/** The longest file or directory name (255, as most disks allow) and the longest path (1024). */
+const MAX_SEGMENT_LENGTH = 255;
+const MAX_PATH_LENGTH = 1024;
+
+/** Where system files live: the model reads them, never writes them. */
+const SYSTEM_DIRECTORY = '/mnt/system/';
+
+/** Control, format (zero-width, bidi overrides) and line-separator characters: invisible in a name. */
+const INVISIBLE_CHARACTER = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u;
+
+/**
+ * Characters that some clients turn into `.`, `/` or `\` (Windows "best fit" code pages, NFKC):
+ * fullwidth and small forms, dot leaders, division, fraction and set-minus slashes. A name with one
+ * could lead out of the directory a client saves the run's files in.
+ */
+const SEPARATOR_LOOK_ALIKE = /[\u2024\u2025\uFE52\uFF0E\u2044\u2215\u29F8\uFF0F\u2216\u29F9\uFE68\uFF3C]/u;
+
+function checkTextLength(path: string, length: number): void {
+  if (length > MAX_TEXT_FILE_LENGTH) {
+    throw new AgentError('PAYLOAD_TOO_LARGE', `File "${quoteName(path)}" would hold ${length} characters, more than the ${MAX_TEXT_FILE_LENGTH} a file may hold`, {
+      details: { field: 'data' },
+    });
+  }
+}
+
 /**
  * The agent's virtual file system under `/mnt/`: files the model reads and writes,
  * binary parts it refers to as `<file src="/mnt/..." />`, route names for links, and lazily read
  * system files. Failures throw an {@link AgentError} whose message is the Opal wording, so a
- * function handler that lets it through tells the model exactly what was wrong.
+ * function handler that lets it through tells the model exactly what was wrong; a failure caused
+ * by a name or by the data written says which in `details.field` (`name` or `data`).
+ *
+ * Names are checked when a file is written: `.` and `..` segments are dropped and `\` separates
+ * like `/`, so a path never leaves `/mnt/`; a name with control or invisible characters, a
+ * look-alike of `/`, `\` or `.`, a percent-encoded `..` or separator, or more than 255 characters
+ * (1024 for the whole path) is refused. A run keeps at most 1000 files of at most 128 Mi characters
+ * together (16 Mi for one text file); a write past a limit is refused and changes nothing.
  *
  * @example
  * ```ts
@@ -85,19 +135,6 @@ const MAX_QUOTED_PART_LENGTH = 200;
  * await fs.readText(path); // 'hello'
  * ```
  */
-/**
- * The most characters a text file written by a function may hold (16 Mi). Far more than a model
- * can read back, and it stops a run from growing a file without bound, say by writing a file that
- * quotes itself twice, over and over, until the process runs out of memory.
- */
-const MAX_TEXT_FILE_LENGTH = 16 * 1024 * 1024;
-
-function checkTextLength(path: string, length: number): void {
-  if (length > MAX_TEXT_FILE_LENGTH) {
-    throw new AgentError('PAYLOAD_TOO_LARGE', `File "${path}" would hold ${length} characters, more than the ${MAX_TEXT_FILE_LENGTH} a file may hold`);
-  }
-}
-
 export class AgentFileSystem {
   readonly #files = new Map<string, FileDescriptor>();
   /** Added routes, name -> original; `""` and `"/"` map to themselves without being stored. */
@@ -106,6 +143,8 @@ export class AgentFileSystem {
   /** Mounted directories, by their path with a trailing `/`. */
   readonly #mounts = new Map<string, MountedDirectory>();
   #fileCount = 0;
+  /** The characters all files hold together. */
+  #totalLength = 0;
 
   /**
    * Writes `data` to `/mnt/{name}` (`.txt` added when the name has no extension), replacing any
@@ -117,9 +156,9 @@ export class AgentFileSystem {
     checkTextLength(path, data.length);
     const mimeType = mimeTypeFromFileName(path);
     if (mimeType === 'text/html') {
-      this.#files.set(path, { data: textToBase64(data), mimeType, type: 'inlineData' });
+      this.#store(path, { data: textToBase64(data), mimeType, type: 'inlineData' });
     } else {
-      this.#files.set(path, { data, mimeType, type: 'text' });
+      this.#store(path, { data, mimeType, type: 'text' });
     }
     return path;
   }
@@ -128,7 +167,7 @@ export class AgentFileSystem {
   overwrite(name: string, data: string): string {
     const path = namedPath(name, 'txt');
     checkTextLength(path, data.length);
-    this.#files.set(path, { data, mimeType: mimeTypeFromFileName(path), type: 'text' });
+    this.#store(path, { data, mimeType: mimeTypeFromFileName(path), type: 'text' });
     return path;
   }
 
@@ -142,13 +181,13 @@ export class AgentFileSystem {
     const existing = this.#files.get(normalised);
     checkTextLength(normalised, (existing?.type === 'text' ? existing.data.length + 1 : 0) + data.length);
     if (!existing) {
-      this.#files.set(normalised, { data, mimeType: 'text/markdown', type: 'text' });
+      this.#store(normalised, { data, mimeType: 'text/markdown', type: 'text' });
       return;
     }
     if (existing.type !== 'text') {
-      throw new AgentError('BAD_REQUEST', `File "${normalised}" already exists and is not a text file`);
+      throw new AgentError('BAD_REQUEST', `File "${quoteName(normalised)}" already exists and is not a text file`);
     }
-    this.#files.set(normalised, { ...existing, data: `${existing.data}\n${data}` });
+    this.#store(normalised, { ...existing, data: `${existing.data}\n${data}` });
   }
 
   /**
@@ -162,11 +201,11 @@ export class AgentFileSystem {
     const mounted = this.#mountOf(normalised);
     if (mounted) {
       const text = mounted.name.length > 0 ? await mounted.directory.read(mounted.name) : undefined;
-      if (text === undefined) throw new AgentError('NOT_FOUND', `file "${normalised}" not found`);
+      if (text === undefined) throw new AgentError('NOT_FOUND', `file "${quoteName(normalised)}" not found`);
       return [{ text }];
     }
     const descriptor = this.#files.get(normalised);
-    if (!descriptor) throw new AgentError('NOT_FOUND', `file "${normalised}" not found`);
+    if (!descriptor) throw new AgentError('NOT_FOUND', `file "${quoteName(normalised)}" not found`);
     return [toPart(descriptor)];
   }
 
@@ -191,7 +230,7 @@ export class AgentFileSystem {
     const texts: string[] = [];
     for (const part of parts) {
       if (typeof part.text !== 'string') {
-        throw new AgentError('BAD_REQUEST', `File at ${path} is not a text file`);
+        throw new AgentError('BAD_REQUEST', `File at ${quoteName(path)} is not a text file`);
       }
       texts.push(part.text);
     }
@@ -271,17 +310,24 @@ export class AgentFileSystem {
       fileName === undefined
         ? this.create(descriptor.mimeType)
         : namedPath(fileName, extensionFromMimeType(descriptor.mimeType));
-    this.#files.set(path, descriptor);
+    this.#store(path, descriptor);
     return path;
   }
 
   /**
    * Reserves an automatic path for a new file of `mimeType`: `/mnt/{prefix}{n}.{ext}`, where `n`
-   * counts every automatic name of this file system (`/mnt/image1.png`, `/mnt/audio2.mp3`).
+   * counts every automatic name of this file system (`/mnt/image1.png`, `/mnt/audio2.mp3`). A
+   * number whose name the model already gave a file is skipped, so that file is never replaced.
    */
   create(mimeType: string): string {
-    this.#fileCount += 1;
-    return `/mnt/${fileNamePrefixFromMimeType(mimeType)}${this.#fileCount}.${extensionFromMimeType(mimeType)}`;
+    const prefix = fileNamePrefixFromMimeType(mimeType);
+    const extension = extensionFromMimeType(mimeType);
+    let path: string;
+    do {
+      this.#fileCount += 1;
+      path = `/mnt/${prefix}${this.#fileCount}.${extension}`;
+    } while (this.#files.has(path));
+    return path;
   }
 
   /** Gives `original` (a node id) a short route name the model can link to: `/route-1`, `/route-2`... */
@@ -295,7 +341,7 @@ export class AgentFileSystem {
   getOriginalRoute(name: string): string {
     if (name === '' || name === '/') return name;
     const original = this.#routes.get(name);
-    if (original === undefined) throw new AgentError('NOT_FOUND', `Route "${name}" not found`);
+    if (original === undefined) throw new AgentError('NOT_FOUND', `Route "${quoteName(name)}" not found`);
     return original;
   }
 
@@ -346,23 +392,51 @@ export class AgentFileSystem {
       data = parsed.data;
     }
     const fileSystem = new AgentFileSystem();
-    for (const { path, ...descriptor } of data.files) fileSystem.#files.set(path, descriptor);
+    for (const { path, ...descriptor } of data.files) {
+      fileSystem.#files.set(path, descriptor);
+      fileSystem.#totalLength += descriptor.data.length;
+    }
     for (const [name, original] of Object.entries(data.routes)) fileSystem.#routes.set(name, original);
     fileSystem.#fileCount = data.fileCount;
     return fileSystem;
   }
 
+  /**
+   * Puts a file at `path` unless that breaks a limit or the path belongs to a system file or a
+   * mounted directory (a file there could never be read back); a refused write changes nothing.
+   */
+  #store(path: string, descriptor: FileDescriptor): void {
+    if (path.startsWith(SYSTEM_DIRECTORY) || this.#systemFiles.has(path)) {
+      throw new AgentError('BAD_REQUEST', `"${quoteName(path)}" is a system file: it can be read, not written`, { details: { field: 'name' } });
+    }
+    const mounted = this.#mountOf(path);
+    if (mounted) {
+      throw new AgentError('BAD_REQUEST', `"${quoteName(path)}" is in a directory whose files this run cannot write; choose a name outside it`, {
+        details: { field: 'name' },
+      });
+    }
+    const existing = this.#files.get(path);
+    if (!existing && this.#files.size >= MAX_FILES) {
+      throw new AgentError('PAYLOAD_TOO_LARGE', `There are already ${MAX_FILES} files, the most a run may keep, so "${quoteName(path)}" cannot be added; write to one of the existing files instead`, {
+        details: { field: 'name' },
+      });
+    }
+    const total = this.#totalLength - (existing?.data.length ?? 0) + descriptor.data.length;
+    if (total > MAX_TOTAL_LENGTH) {
+      throw new AgentError(
+        'PAYLOAD_TOO_LARGE',
+        `File "${quoteName(path)}" (${descriptor.data.length} characters) would bring all files to ${total} characters, more than the ${MAX_TOTAL_LENGTH} a run may keep`,
+        { details: { field: 'data' } },
+      );
+    }
+    this.#files.set(path, descriptor);
+    this.#totalLength = total;
+  }
+
   #mountOf(path: string): { directory: MountedDirectory; name: string } | undefined {
     for (const [prefix, directory] of this.#mounts) {
       if (!path.startsWith(prefix)) continue;
-      const rest = path.slice(prefix.length);
-      let name = rest;
-      try {
-        name = decodeURIComponent(rest);
-      } catch {
-        // Not percent-encoding after all (a lone "%"): the name as written.
-      }
-      return { directory, name };
+      return { directory, name: decodeSafely(path.slice(prefix.length)) };
     }
     return undefined;
   }
@@ -395,31 +469,72 @@ function looksLikeSnapshot(value: unknown): value is FileSystemSnapshot {
   return true;
 }
 
-/** `mnt/x` → `/mnt/x`, `x` → `/mnt/x`; absolute paths stay as they are. */
+/**
+ * A path as the file system keys it: `mnt/x` and `x` mean `/mnt/x`; inside `/mnt/`, `\` separates
+ * like `/` and empty, `.` and `..` segments are dropped (as {@link namedPath} does when writing), and
+ * the text is NFC-normalised; other absolute paths stay as they are (no file lives there).
+ */
 function normalisePath(path: string): string {
-  if (path.startsWith('/')) return path;
-  if (path.startsWith('mnt/')) return `/${path}`;
-  return `/mnt/${path}`;
+  const text = path.normalize('NFC');
+  if (text.startsWith('/') && !/^\/mnt(?:[/\\]|$)/.test(text)) return text;
+  return `/mnt/${segmentsOf(text).join('/')}`;
+}
+
+/** The segments of a path inside `/mnt/`, `/mnt/` itself left out. */
+function segmentsOf(path: string): string[] {
+  const segments = path.split(/[/\\]/).filter((segment) => segment !== '' && segment !== '.' && segment !== '..');
+  if (segments[0] === 'mnt' && /^[/\\]?mnt[/\\]/.test(path)) segments.shift();
+  return segments;
 }
 
 /**
  * `/mnt/{name}`, with `.{extension}` added when the file name has none. A name the model already
- * wrote as a path (`/mnt/a.md`, `mnt/a.md`) is not nested a second time, and `.` and `..` segments
- * are dropped, so a path never leaves `/mnt/` (a client may save the run's files under their paths).
+ * wrote as a path (`/mnt/a.md`, `mnt/a.md`) is not nested a second time, `\` separates like `/`,
+ * and `.` and `..` segments are dropped, so a path never leaves `/mnt/` (a client may save the run's
+ * files under their paths). Throws `BAD_REQUEST` (`details.field: 'name'`) for a name no disk
+ * should get: empty, with invisible characters or look-alikes of separators, with a percent-encoded
+ * separator or dot segment, or too long.
  */
 function namedPath(name: string, extension: string): string {
-  let relative = name;
-  if (relative.startsWith('/mnt/')) relative = relative.slice('/mnt/'.length);
-  else if (relative.startsWith('mnt/')) relative = relative.slice('mnt/'.length);
-  else if (relative.startsWith('/')) relative = relative.slice(1);
-  if (/(^|[/\\])\.{1,2}([/\\]|$)/.test(relative)) {
-    relative = relative
-      .split(/[/\\]/)
-      .filter((segment) => segment !== '.' && segment !== '..' && segment !== '')
-      .join('/');
+  const text = name.normalize('NFC');
+  if (INVISIBLE_CHARACTER.test(text)) throw invalidName(name, 'it contains a control or invisible character');
+  if (SEPARATOR_LOOK_ALIKE.test(text)) throw invalidName(name, 'it contains a character that looks like "/", "\\" or "."; use those characters themselves');
+  const segments = segmentsOf(text);
+  if (segments.length === 0) throw invalidName(name, 'it names no file');
+  for (const segment of segments) {
+    if (!segment.includes('%')) continue;
+    const decoded = decodeSafely(segment);
+    if (decoded === '.' || decoded === '..' || /[/\\]/.test(decoded) || INVISIBLE_CHARACTER.test(decoded)) {
+      throw invalidName(name, 'its percent-encoding hides a separator, a dot segment or a control character');
+    }
   }
-  const baseName = relative.slice(relative.lastIndexOf('/') + 1);
-  return baseName.includes('.') ? `/mnt/${relative}` : `/mnt/${relative}.${extension}`;
+  const relative = segments.join('/');
+  const baseName = segments[segments.length - 1] as string;
+  const path = baseName.includes('.') ? `/mnt/${relative}` : `/mnt/${relative}.${extension}`;
+  if (path.length > MAX_PATH_LENGTH) throw invalidName(name, `the path would be longer than ${MAX_PATH_LENGTH} characters`);
+  if (path.split('/').some((segment) => segment.length > MAX_SEGMENT_LENGTH)) {
+    throw invalidName(name, `a file or directory name may have at most ${MAX_SEGMENT_LENGTH} characters`);
+  }
+  return path;
+}
+
+function invalidName(name: string, reason: string): AgentError {
+  return new AgentError('BAD_REQUEST', `"${quoteName(name)}" is not a usable file name: ${reason}`, { details: { field: 'name' } });
+}
+
+function decodeSafely(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    // Not percent-encoding after all (a lone "%"): the text as written.
+    return text;
+  }
+}
+
+/** A name or path as an error message quotes it: control characters escaped, cut when long. */
+function quoteName(name: string): string {
+  const shown = name.length > MAX_QUOTED_NAME_LENGTH ? `${name.slice(0, MAX_QUOTED_NAME_LENGTH)}… (${name.length} characters)` : name;
+  return INVISIBLE_CHARACTER.test(shown) ? JSON.stringify(shown).slice(1, -1) : shown;
 }
 
 /** The content part a descriptor stands for. */
@@ -449,4 +564,13 @@ function toPart(descriptor: FileDescriptor): Part {
 function quote(part: Part): string {
   const json = JSON.stringify(part) ?? String(part);
   return json.length > MAX_QUOTED_PART_LENGTH ? `${json.slice(0, MAX_QUOTED_PART_LENGTH)}…` : json;
+}
+
+/**
+ * Checks a file name the model gave before anything is made for it: throws the `BAD_REQUEST` that
+ * writing under that name would throw (`details.field: 'name'`), so a generator is not run for
+ * nothing.
+ */
+export function checkFileName(name: string): void {
+  namedPath(name, 'txt');
 }

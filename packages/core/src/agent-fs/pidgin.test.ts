@@ -244,6 +244,43 @@ describe('fromPidginString', () => {
   });
 });
 
+describe('fromPidginString with hostile text', () => {
+  it('refuses a text with more than 1000 <file> tags before reading any, and takes 1000', async () => {
+    const fs = new AgentFileSystem();
+    fs.write('a.md', 'A');
+    const tags = (count: number) => Array.from({ length: count }, () => '<file src="/mnt/a.md" />').join(' ');
+    await expect(fromPidginString(tags(1001), fs)).rejects.toMatchObject({
+      code: 'PAYLOAD_TOO_LARGE',
+      details: { field: 'text' },
+      message: 'Agent unable to proceed: the text has 1001 <file> tags, more than the 1000 one text may hold',
+    });
+    const content = await fromPidginString(tags(1000), fs);
+    expect(content.parts[0]?.text?.split('A')).toHaveLength(1001);
+  });
+
+  it('refuses tags that bring the text past 64 Mi characters, however few they are', async () => {
+    const fs = new AgentFileSystem();
+    fs.write('big.txt', 'x'.repeat(16 * 1024 * 1024));
+    const text = Array.from({ length: 5 }, () => '<file src="/mnt/big.txt" />').join('\n');
+    await expect(fromPidginString(text, fs)).rejects.toMatchObject({ code: 'PAYLOAD_TOO_LARGE', message: expect.stringContaining('more than 67108864 characters') });
+    expect((await fromPidginString(text.split('\n').slice(0, 4).join('\n'), fs)).parts[0]?.text?.length).toBeGreaterThan(4 * 16 * 1024 * 1024);
+  });
+
+  it('names each unreadable file once, the first ten of them, then how many more', async () => {
+    const missing = Array.from({ length: 25 }, (_, index) => `<file src="/mnt/missing_${index}.md" /><file src="/mnt/missing_${index}.md" />`).join('');
+    const error = await fromPidginString(missing, new AgentFileSystem()).catch((caught: unknown) => caught as Error);
+    expect(error?.message).toBe(
+      `Agent unable to proceed: ${Array.from({ length: 10 }, (_, index) => `file "/mnt/missing_${index}.md" not found`).join(',')} and 15 more files that could not be read`,
+    );
+  });
+
+  it('takes a tag inside a tag, or a tag naming the text being written, as one level of files and text', async () => {
+    const fs = new AgentFileSystem();
+    fs.write('self.md', 'old');
+    expect(await fromPidginString('<file src="<file src="/mnt/self.md" />" />', fs)).toEqual({ parts: [{ text: '<file src="\nold\n" />' }], role: 'user' });
+  });
+});
+
 describe('mergeTextParts', () => {
   it('merges only runs of plain text parts', () => {
     const thought = { text: 'hmm', thought: true };

@@ -51,6 +51,17 @@ const NOTEBOOKLM_HANDLE_PREFIX = 'https://notebooklm.google.com/notebook/';
 const MAX_INLINE_TEXT_LENGTH = 1000;
 
 /**
+ * The most `<file>` tags one text may hold (1000), and the most characters its tags may bring in
+ * together (64 Mi, base64 included). Each tag puts a whole file in its place, so a text that
+ * names one big file thousands of times would otherwise grow past what memory or a request holds.
+ */
+const MAX_FILE_TAGS = 1000;
+const MAX_EXPANDED_LENGTH = 64 * 1024 * 1024;
+
+/** How many unreadable files an error names before it only counts the rest. */
+const MAX_LISTED_ERRORS = 10;
+
+/**
  * `<file src="..." />` and `<a href="...">title</a>`, the tags read back from model text. The
  * capturing group makes `split` keep them.
  */
@@ -187,7 +198,9 @@ export function contentToPidginString(
  * Turns model text back into a user content: each `<file src="..." />` becomes
  * the parts of that file, each `<a href="...">title</a>` its title, the text around them text
  * parts; neighbouring plain text parts are merged with `\n`. `<content>` tags stay literal text.
- * Throws `Agent unable to proceed: ...` naming every file that could not be read.
+ * Throws `Agent unable to proceed: ...` naming the files that could not be read (each once, the
+ * first ten, then a count), or `PAYLOAD_TOO_LARGE` when the text has more than 1000 `<file>` tags
+ * or they bring in more than 64 Mi characters.
  *
  * @example
  * ```ts
@@ -196,24 +209,53 @@ export function contentToPidginString(
  * ```
  */
 export async function fromPidginString(text: string, fs: AgentFileSystem): Promise<LLMContent> {
+  const pieces = text.split(PIDGIN_TAG);
+  let tags = 0;
+  // Tags are the odd pieces of the split.
+  for (let index = 1; index < pieces.length; index += 2) if ((pieces[index] as string).startsWith('<file')) tags += 1;
+  if (tags > MAX_FILE_TAGS) {
+    throw new AgentError('PAYLOAD_TOO_LARGE', `Agent unable to proceed: the text has ${tags} <file> tags, more than the ${MAX_FILE_TAGS} one text may hold`, {
+      details: { field: 'text' },
+    });
+  }
   const parts: Part[] = [];
-  const errors: string[] = [];
-  for (const piece of text.split(PIDGIN_TAG)) {
+  const errors = new Set<string>();
+  let length = 0;
+  for (const piece of pieces) {
     if (piece === '') continue;
     const file = FILE_TAG.exec(piece);
     if (file) {
+      let resolved: Part[];
       try {
-        parts.push(...(await fs.get(file[1] ?? '')));
+        resolved = await fs.get(file[1] ?? '');
       } catch (error) {
-        errors.push(error instanceof Error ? error.message : String(error));
+        errors.add(error instanceof Error ? error.message : String(error));
+        continue;
+      }
+      for (const part of resolved) {
+        length += part.text?.length ?? part.inlineData?.data.length ?? 0;
+        parts.push(part);
+      }
+      if (length > MAX_EXPANDED_LENGTH) {
+        throw new AgentError(
+          'PAYLOAD_TOO_LARGE',
+          `Agent unable to proceed: the <file> tags bring the text to more than ${MAX_EXPANDED_LENGTH} characters; name each file once, or fewer files`,
+          { details: { field: 'text' } },
+        );
       }
       continue;
     }
     const link = LINK_TAG.exec(piece);
     parts.push({ text: link ? (link[1] ?? '').trim() : piece });
   }
-  if (errors.length > 0) throw new AgentError('BAD_REQUEST', `Agent unable to proceed: ${errors.join(',')}`);
+  if (errors.size > 0) throw new AgentError('BAD_REQUEST', `Agent unable to proceed: ${listErrors([...errors])}`);
   return { parts: mergeTextParts(parts), role: 'user' };
+}
+
+/** The first errors joined with `,` (as Opal joins them), then how many more there were. */
+function listErrors(errors: readonly string[]): string {
+  if (errors.length <= MAX_LISTED_ERRORS) return errors.join(',');
+  return `${errors.slice(0, MAX_LISTED_ERRORS).join(',')} and ${errors.length - MAX_LISTED_ERRORS} more files that could not be read`;
 }
 
 /**

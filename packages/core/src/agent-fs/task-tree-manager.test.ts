@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AgentFileSystem } from './agent-file-system.js';
-import { taskNodeSchema, TaskTreeManager, type TaskNode, type TaskTreeSnapshot } from './task-tree-manager.js';
+import { checkTaskTree, taskNodeSchema, TaskTreeManager, type TaskNode, type TaskTreeSnapshot } from './task-tree-manager.js';
 
 function sampleTree(): TaskNode {
   return {
@@ -116,5 +116,84 @@ describe('TaskTreeManager', () => {
     expect(taskNodeSchema().safeParse(sampleTree()).success).toBe(true);
     const bad = { ...sampleTree(), subtasks: [{ task_id: 'task_002', description: 'x', execution_mode: 'serial' }] };
     expect(taskNodeSchema().safeParse(bad).success).toBe(false);
+  });
+});
+
+/** A chain of `depth` tasks, each the only subtask of the one before. */
+function chain(depth: number): TaskNode {
+  let node: TaskNode = { task_id: `task_${depth}`, description: 'Leaf', execution_mode: 'serial', status: 'not_started' };
+  for (let level = depth - 1; level >= 1; level -= 1) node = { task_id: `task_${level}`, description: 'Step', execution_mode: 'serial', status: 'not_started', subtasks: [node] };
+  return node;
+}
+
+describe('TaskTreeManager with hostile trees', () => {
+  it('refuses a tree past its limits, naming where, and keeps the old tree and its file', async () => {
+    const fs = new AgentFileSystem();
+    const manager = new TaskTreeManager(fs);
+    manager.set(sampleTree());
+    const wide: TaskNode = { ...sampleTree(), subtasks: Array.from({ length: 1000 }, (_, index) => ({ task_id: `task_${index}`, description: 'x', execution_mode: 'serial', status: 'not_started' })) };
+    const cyclic = sampleTree();
+    cyclic.subtasks?.push(cyclic);
+    const cases: Array<[TaskNode, string]> = [
+      [chain(10_000), `task_tree${'.subtasks[0]'.repeat(32)}: subtasks are nested more than 32 levels deep`],
+      [wide, 'task_tree.subtasks[999]: the tree has more than 1000 tasks'],
+      [cyclic, 'task_tree.subtasks[2]: this task contains itself'],
+      [{ ...sampleTree(), description: 'x'.repeat(10_001) }, 'task_tree.description: longer than 10000 characters'],
+      [{ ...sampleTree(), subtasks: [{ ...sampleTree(), task_id: 'x'.repeat(201) }] }, 'task_tree.subtasks[0].task_id: longer than 200 characters'],
+    ];
+    for (const [tree, message] of cases) {
+      expect(() => manager.set(tree)).toThrow(expect.objectContaining({ code: 'BAD_REQUEST', message }));
+    }
+    expect(JSON.parse(manager.get())).toEqual(sampleTree());
+    expect(JSON.parse(await fs.readText('/mnt/task_tree.json'))).toEqual(sampleTree());
+    expect(() => manager.set(chain(32))).not.toThrow();
+    expect(checkTaskTree(chain(32))).toBeUndefined();
+  });
+
+  it('keeps the old tree when the file system cannot save the new one', async () => {
+    const fs = new AgentFileSystem();
+    const manager = new TaskTreeManager(fs);
+    manager.set(sampleTree());
+    const big = 'x'.repeat(16 * 1024 * 1024);
+    for (let index = 0; index < 7; index += 1) fs.write(`big_${index}.txt`, big);
+    fs.write('big_7.txt', big.slice(0, big.length - 1000));
+    expect(() => manager.set({ ...sampleTree(), description: 'y'.repeat(5000) })).toThrow(expect.objectContaining({ code: 'PAYLOAD_TOO_LARGE' }));
+    expect(JSON.parse(manager.get())).toEqual(sampleTree());
+    expect(JSON.parse(await fs.readText('/mnt/task_tree.json'))).toEqual(sampleTree());
+  });
+
+  it('follows every task that shares an id', () => {
+    const manager = new TaskTreeManager(new AgentFileSystem());
+    manager.set({ ...sampleTree(), subtasks: [...(sampleTree().subtasks ?? []), { task_id: 'task_002', description: 'Again', execution_mode: 'serial', status: 'not_started' }] });
+    manager.setInProgress('task_002', 'Working');
+    expect(JSON.parse(manager.get()).subtasks.map((task: TaskNode) => task.status)).toEqual(['in_progress', 'not_started', 'in_progress']);
+    manager.setComplete(['task_002']);
+    expect(JSON.parse(manager.get()).subtasks.map((task: TaskNode) => task.status)).toEqual(['complete', 'not_started', 'complete']);
+  });
+
+  it('writes no task tree file when there is no tree to mark', () => {
+    const fs = new AgentFileSystem();
+    new TaskTreeManager(fs).setComplete(['task_001']);
+    expect(fs.files()).toEqual([]);
+  });
+
+  it('knows its task ids, trimmed like progress', () => {
+    const manager = new TaskTreeManager(new AgentFileSystem());
+    expect(manager.has('task_001')).toBe(false);
+    manager.set(sampleTree());
+    expect([manager.has('task_001'), manager.has('task_003_2'), manager.has('task_404')]).toEqual([true, true, false]);
+  });
+
+  it('keeps marking progress when the file system cannot save the tree any more', () => {
+    const fs = new AgentFileSystem();
+    const manager = new TaskTreeManager(fs);
+    manager.set(sampleTree());
+    // The model emptied the tree's file, then filled the file system to the last character.
+    fs.write('task_tree.json', '');
+    const big = 'x'.repeat(16 * 1024 * 1024);
+    for (let index = 0; index < 8; index += 1) fs.write(`big_${index}.txt`, big);
+    expect(() => manager.setInProgress('task_002', 'Researching')).not.toThrow();
+    expect(manager.progressOf('task_002')).toBe('Researching');
+    expect(JSON.parse(manager.get()).subtasks[0].status).toBe('in_progress');
   });
 });

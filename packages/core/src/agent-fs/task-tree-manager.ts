@@ -5,6 +5,7 @@ import type { AgentFileSystem } from './agent-file-system.js';
 
 /** Where the task tree is saved in the agent file system. */
 export const TASK_TREE_PATH = '/mnt/task_tree.json';
+const TASK_TREE_FILE = 'task_tree.json';
 
 /** One task of a task tree: an id like `task_001`, what to do, and its progress. */
 export interface TaskNode {
@@ -35,6 +36,57 @@ export const taskNodeSchema = lazy(
       .meta({ id: 'TaskNode' }),
 );
 
+/**
+ * The most tasks a tree may hold (1000), how deep subtasks may nest (32), and the longest task id
+ * (200) and description (10 000 characters). Far beyond any real plan; they keep the tree cheap to
+ * save after every change and stop a tree deep enough to overflow the stack of whoever walks it.
+ */
+const MAX_TASKS = 1000;
+const MAX_TASK_DEPTH = 32;
+const MAX_TASK_ID_LENGTH = 200;
+const MAX_DESCRIPTION_LENGTH = 10_000;
+
+/** What is wrong with a task tree: where (`subtasks[0].description`, `''` for the root) and why. */
+export interface TaskTreeProblem {
+  path: string;
+  message: string;
+}
+
+/**
+ * Checks the limits of a task tree that the schema cannot: size, depth, a task that contains
+ * itself, and the length of ids and descriptions. Walks the tree without recursion, so any depth is
+ * safe to check; leaves type errors to the schema. `undefined` when the tree is within them.
+ */
+export function checkTaskTree(tree: unknown): TaskTreeProblem | undefined {
+  const stack: Array<{ node: unknown; path: string; depth: number }> = [{ node: tree, path: '', depth: 1 }];
+  const seen = new Set<object>();
+  while (stack.length > 0) {
+    const { node, path, depth } = stack.pop() as { node: unknown; path: string; depth: number };
+    if (typeof node !== 'object' || node === null) continue;
+    if (seen.has(node)) return { path, message: 'this task contains itself' };
+    seen.add(node);
+    if (seen.size > MAX_TASKS) return { path, message: `the tree has more than ${MAX_TASKS} tasks` };
+    if (depth > MAX_TASK_DEPTH) return { path, message: `subtasks are nested more than ${MAX_TASK_DEPTH} levels deep` };
+    const { task_id: taskId, description, subtasks } = node as Partial<Record<keyof TaskNode, unknown>>;
+    if (typeof taskId === 'string' && taskId.length > MAX_TASK_ID_LENGTH) {
+      return { path: join(path, 'task_id'), message: `longer than ${MAX_TASK_ID_LENGTH} characters` };
+    }
+    if (typeof description === 'string' && description.length > MAX_DESCRIPTION_LENGTH) {
+      return { path: join(path, 'description'), message: `longer than ${MAX_DESCRIPTION_LENGTH} characters` };
+    }
+    if (Array.isArray(subtasks)) {
+      for (let index = subtasks.length - 1; index >= 0; index -= 1) {
+        stack.push({ node: subtasks[index], path: `${join(path, 'subtasks')}[${index}]`, depth: depth + 1 });
+      }
+    }
+  }
+  return undefined;
+}
+
+function join(path: string, key: string): string {
+  return path === '' ? key : `${path}.${key}`;
+}
+
 /** The saved form of a {@link TaskTreeManager}: plain JSON. */
 const taskTreeSnapshotSchema = lazy(() => z.object({ tree: taskNodeSchema().nullable() }));
 
@@ -56,7 +108,8 @@ export type TaskTreeSnapshot = z.infer<ReturnType<typeof taskTreeSnapshotSchema>
 export class TaskTreeManager {
   readonly #fs: AgentFileSystem;
   #tree: TaskNode | null = null;
-  readonly #nodes = new Map<string, TaskNode>();
+  /** The tasks of each id: a model may give two tasks the same id, and both follow it. */
+  readonly #nodes = new Map<string, TaskNode[]>();
   /** Progress messages by task id; shown while a run is live, never saved. */
   readonly #progress = new Map<string, string>();
 
@@ -64,12 +117,22 @@ export class TaskTreeManager {
     this.#fs = fs;
   }
 
-  /** Replaces the tree (a copy of `tree` is kept), saves it and returns its path. */
+  /**
+   * Replaces the tree (a copy of `tree` is kept), saves it and returns its path. A tree past the
+   * limits of {@link checkTaskTree} is refused with `BAD_REQUEST`, and one the file system cannot
+   * save with its error; either way the old tree stays.
+   */
   set(tree: TaskNode): string {
-    this.#tree = structuredClone(tree);
+    const problem = checkTaskTree(tree);
+    if (problem) {
+      throw new AgentError('BAD_REQUEST', `${join('task_tree', problem.path)}: ${problem.message}`, { details: { field: 'task_tree' } });
+    }
+    const copy = structuredClone(tree);
+    const path = this.#fs.overwrite(TASK_TREE_FILE, JSON.stringify(copy));
+    this.#tree = copy;
     this.#progress.clear();
     this.#reindex();
-    return this.#save();
+    return path;
   }
 
   /** The tree as JSON, or `""` when there is none. */
@@ -84,20 +147,33 @@ export class TaskTreeManager {
   setInProgress(taskId: string | undefined | null, message: string): void {
     if (!taskId) return;
     const id = trimTaskId(taskId);
-    const node = this.#nodes.get(id);
-    if (!node) return;
-    node.status = 'in_progress';
+    const nodes = this.#nodes.get(id);
+    if (!nodes) return;
+    for (const node of nodes) node.status = 'in_progress';
     this.#progress.set(id, message);
-    this.#save();
+    try {
+      this.#save();
+    } catch {
+      // Progress is a side note of the call that reports it (a generation, say), which must not
+      // fail for it: the tree keeps the status and the next save that succeeds writes it.
+    }
   }
 
-  /** Marks the known tasks among `taskIds` (trimmed like {@link TaskTreeManager.setInProgress}) complete, saves, returns the path. */
+  /**
+   * Marks the known tasks among `taskIds` (trimmed like {@link TaskTreeManager.setInProgress})
+   * complete, saves, returns the path. With no tree, nothing is saved.
+   */
   setComplete(taskIds: readonly string[]): string {
+    if (this.#tree === null) return TASK_TREE_PATH;
     for (const taskId of taskIds) {
-      const node = this.#nodes.get(trimTaskId(taskId));
-      if (node) node.status = 'complete';
+      for (const node of this.#nodes.get(trimTaskId(taskId)) ?? []) node.status = 'complete';
     }
     return this.#save();
+  }
+
+  /** Whether the tree has a task with this id (trimmed like {@link TaskTreeManager.setInProgress}). */
+  has(taskId: string): boolean {
+    return this.#nodes.has(trimTaskId(taskId));
   }
 
   /** The last progress message of a task, while this run is live. */
@@ -126,15 +202,17 @@ export class TaskTreeManager {
 
   #reindex(): void {
     this.#nodes.clear();
-    const visit = (node: TaskNode): void => {
-      this.#nodes.set(node.task_id, node);
-      for (const subtask of node.subtasks ?? []) visit(subtask);
-    };
-    if (this.#tree !== null) visit(this.#tree);
+    const stack = this.#tree === null ? [] : [this.#tree];
+    for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
+      const nodes = this.#nodes.get(node.task_id);
+      if (nodes) nodes.push(node);
+      else this.#nodes.set(node.task_id, [node]);
+      if (node.subtasks) for (let index = node.subtasks.length - 1; index >= 0; index -= 1) stack.push(node.subtasks[index] as TaskNode);
+    }
   }
 
   #save(): string {
-    return this.#fs.overwrite('task_tree.json', JSON.stringify(this.#tree));
+    return this.#fs.overwrite(TASK_TREE_FILE, JSON.stringify(this.#tree));
   }
 }
 

@@ -137,6 +137,32 @@ describe('the declarations the model sees', () => {
     }
   });
 
+  it('declares every parameter of the system, generation, media and google-drive functions with the type the protocol gives it', async () => {
+    // Strings unless listed; task_tree is the recursive task node.
+    const TYPES: Record<string, Record<string, string>> = {
+      system_create_task_tree: { task_tree: '#/$defs/TaskNode' },
+      system_mark_completed_tasks: { task_ids: 'string[]' },
+      generate_text: { search_grounding: 'boolean', maps_grounding: 'boolean', url_context: 'boolean' },
+      generate_and_execute_code: { search_grounding: 'boolean' },
+      generate_images: { images: 'string[]' },
+      generate_video: { images: 'string[]' },
+      google_drive_upload_file: { convert: 'boolean' },
+    };
+    const declarations = (await firstRequestDeclarations(EVERYTHING)).filter((declaration) => /^(system|generate|google_drive)_/.test(declaration.name));
+    expect(declarations).toHaveLength(15);
+    for (const declaration of declarations) {
+      const properties = (declaration.parametersJsonSchema as JsonObject).properties as Record<string, JsonObject>;
+      const types = Object.fromEntries(
+        Object.entries(properties).map(([name, property]) => [
+          name,
+          property.$ref ?? (property.type === 'array' ? `${String((property.items as JsonObject).type)}[]` : property.type),
+        ]),
+      );
+      const expected = Object.fromEntries(FACTS[declaration.name]?.params.map((name) => [name, TYPES[declaration.name]?.[name] ?? 'string']) ?? []);
+      expect(types, declaration.name).toEqual(expected);
+    }
+  });
+
   it('declares the task tree as a recursive task node with its enums', async () => {
     const declaration = (await firstRequestDeclarations()).find((candidate) => candidate.name === 'system_create_task_tree');
     const parameters = declaration?.parametersJsonSchema as JsonObject;

@@ -1,4 +1,12 @@
+import { isAgentError, messageOf } from '../errors/index.js';
+import { redactSecrets, redactServerMessage } from '../http/redact.js';
 import type { JsonObject } from '../protocol/content.js';
+
+/**
+ * The most characters of an error the model is told (4000): the start and the end of a longer one,
+ * where a traceback keeps its cause. Every later request carries the error again.
+ */
+const MAX_ERROR_LENGTH = 4000;
 
 /** What kind of failure an error message describes. */
 export type ErrorKind =
@@ -50,7 +58,36 @@ export function toErrorOrResponse(failure: { error: string; metadata?: JsonObjec
       ? { $error: failure.error, code: 'RATE_LIMITED', metadata: failure.metadata }
       : { $error: failure.error, code: 'RATE_LIMITED' };
   }
-  return failure.metadata ? { error: failure.error, metadata: failure.metadata } : { error: failure.error };
+  const error = boundError(failure.error);
+  return failure.metadata ? { error, metadata: failure.metadata } : { error };
+}
+
+/**
+ * What the model may be told of a failure from a backend, Drive or any code it did not write:
+ * credentials redacted, and for anything but an `AgentError` (whose messages are made to be shown)
+ * server file paths too. Not cut: classify it first, then {@link boundError}.
+ */
+export function describeFailure(error: unknown): string {
+  return isAgentError(error) ? redactSecrets(error.message) : redactServerMessage(messageOf(error));
+}
+
+/** An error text cut to its first and last characters when it is longer than the model should reread each turn. */
+export function boundError(text: string): string {
+  if (text.length <= MAX_ERROR_LENGTH) return text;
+  const head = text.slice(0, (MAX_ERROR_LENGTH * 3) / 4);
+  const tail = text.slice(text.length - MAX_ERROR_LENGTH / 4);
+  return `${head}\n… ${text.length - head.length - tail.length} characters left out …\n${tail}`;
+}
+
+/**
+ * The `{"error"}` result for a failure: {@link describeFailure}, cut by {@link boundError}, and,
+ * when it came from an argument (an `AgentError` whose `details.field` `fields` maps to a
+ * parameter), prefixed with that parameter's name.
+ */
+export function errorResult(error: unknown, fields: Readonly<Record<string, string>> = {}): { error: string } {
+  const field = isAgentError(error) && typeof error.details?.field === 'string' ? fields[error.details.field] : undefined;
+  const message = describeFailure(error);
+  return { error: boundError(field === undefined ? message : `${field}: ${message}`) };
 }
 
 function parseObject(text: string): JsonObject | undefined {

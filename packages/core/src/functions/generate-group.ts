@@ -1,13 +1,13 @@
 import { z } from 'zod';
 import { contentToPidginString, fromPidginString } from '../agent-fs/index.js';
-import { messageOf } from '../errors/index.js';
+import { AgentError } from '../errors/index.js';
 import { conformBody } from '../model/conform-body.js';
 import { defineFunction, type FunctionContext, type FunctionGroup } from './define-function.js';
 import { Suspend } from './suspend.js';
 import type { JsonObject, LLMContent, Part } from '../protocol/content.js';
 import type { GenerateContentRequest, Tool } from '../protocol/gemini.js';
-import { toErrorOrResponse } from './error-classification.js';
-import { commonParameters, oneOf } from './parameters.js';
+import { boundError, describeFailure, errorResult, toErrorOrResponse } from './error-classification.js';
+import { boundResultText, commonParameters, MAX_RESULT_TEXT_LENGTH, oneOf } from './parameters.js';
 
 /** The consent reading arbitrary web pages needs. */
 export const WEBPAGE_CONSENT = 'GET_ANY_WEBPAGE';
@@ -68,20 +68,29 @@ async function streamParts(
 ): Promise<StreamedTurn> {
   const turn: StreamedTurn = {};
   for await (const chunk of context.ports.backend.streamGenerateContent(model, body, context.signal)) {
-    const blocked = chunk.promptFeedback?.blockReason;
-    if (blocked) throw new Error(`The prompt was blocked (blockReason ${blocked}${blocked === 'SAFETY' ? '' : ', a safety block'})`);
-    const candidate = chunk.candidates?.[0] as (JsonObject & { content?: LLMContent; finishReason?: string }) | undefined;
-    if (!candidate) continue;
-    if (candidate.finishReason) turn.finishReason = candidate.finishReason;
+    // A backend that answers with something other than a chunk (a bug, a proxy's error page) gives
+    // nothing rather than a TypeError the model could make nothing of.
+    if (!isObject(chunk)) continue;
+    const blocked = isObject(chunk.promptFeedback) ? chunk.promptFeedback.blockReason : undefined;
+    if (blocked) throw new AgentError('MODEL_ERROR', `The prompt was blocked (blockReason ${String(blocked)}${blocked === 'SAFETY' ? '' : ', a safety block'})`);
+    const candidate: unknown = Array.isArray(chunk.candidates) ? chunk.candidates[0] : undefined;
+    if (!isObject(candidate)) continue;
+    if (typeof candidate.finishReason === 'string') turn.finishReason = candidate.finishReason;
     if (isNonEmpty(candidate.groundingMetadata)) turn.grounding = candidate.groundingMetadata;
     if (isNonEmpty(candidate.urlContextMetadata)) turn.urlContext = candidate.urlContextMetadata;
-    for (const part of candidate.content?.parts ?? []) await onPart(part);
+    const parts: unknown = isObject(candidate.content) ? candidate.content.parts : undefined;
+    if (!Array.isArray(parts)) continue;
+    for (const part of parts) if (isObject(part)) await onPart(part as Part);
   }
   return turn;
 }
 
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
 function isNonEmpty(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && Object.keys(value).length > 0;
+  return isObject(value) && Object.keys(value).length > 0;
 }
 
 const BLOCKING_FINISH_REASONS = new Set(['SAFETY', 'PROHIBITED_CONTENT', 'BLOCKLIST', 'SPII', 'IMAGE_SAFETY']);
@@ -97,11 +106,11 @@ function blockedMessage(finishReason: string | undefined): string | undefined {
 function reportSources(context: FunctionContext, turn: StreamedTurn): void {
   const metadata: JsonObject = {};
   if (turn.grounding) {
-    const chunks = Array.isArray(turn.grounding.groundingChunks) ? (turn.grounding.groundingChunks as JsonObject[]) : [];
+    const chunks = Array.isArray(turn.grounding.groundingChunks) ? turn.grounding.groundingChunks.filter(isObject) : [];
     const sources = chunks
-      .map((chunk) => (chunk.web ?? chunk.maps ?? chunk.retrievedContext) as { uri?: string; title?: string } | undefined)
-      .filter((source): source is { uri?: string; title?: string } => source !== undefined)
-      .map((source) => ({ uri: source.uri ?? '', title: source.title ?? source.uri ?? '' }));
+      .map((chunk) => chunk.web ?? chunk.maps ?? chunk.retrievedContext)
+      .filter(isObject)
+      .map((source) => ({ uri: String(source.uri ?? ''), title: String(source.title ?? source.uri ?? '') }));
     const queries = Array.isArray(turn.grounding.webSearchQueries) ? turn.grounding.webSearchQueries : [];
     metadata.grounding = { sources, queries };
     if (sources.length > 0) {
@@ -109,7 +118,7 @@ function reportSources(context: FunctionContext, turn: StreamedTurn): void {
     }
   }
   if (turn.urlContext) {
-    const urls = Array.isArray(turn.urlContext.urlMetadata) ? (turn.urlContext.urlMetadata as JsonObject[]) : [];
+    const urls = Array.isArray(turn.urlContext.urlMetadata) ? turn.urlContext.urlMetadata.filter(isObject) : [];
     const retrieved = urls.map((entry) => ({ url: String(entry.retrievedUrl ?? ''), status: String(entry.urlRetrievalStatus ?? '') }));
     metadata.urlContext = retrieved;
     if (retrieved.length > 0) context.update(`Read ${retrieved.map((entry) => entry.url).join(', ')}`, { isThought: true });
@@ -119,8 +128,8 @@ function reportSources(context: FunctionContext, turn: StreamedTurn): void {
 
 /** `generate_text` and `generate_and_execute_code`. */
 export function createGenerateGroup(): FunctionGroup {
-  const { responseError, statusUpdate, taskId } = commonParameters();
-  const common = { task_id: taskId, status_update: statusUpdate };
+  const { responseError, cutStatusUpdate, taskId } = commonParameters();
+  const common = { task_id: taskId, status_update: cutStatusUpdate };
   return {
     name: 'generate',
     instruction: INSTRUCTION,
@@ -167,7 +176,7 @@ export function createGenerateGroup(): FunctionGroup {
           try {
             prompt = await fromPidginString(args.prompt, context.fs);
           } catch (error) {
-            return { error: messageOf(error) };
+            return errorResult(error, { text: 'prompt' });
           }
           const tools: Tool[] = [];
           if (args.search_grounding) tools.push({ googleSearch: {} });
@@ -182,7 +191,7 @@ export function createGenerateGroup(): FunctionGroup {
           try {
             body = await conformBody(body, context.ports.backend, context.signal);
           } catch (error) {
-            return { error: `Failed to resolve data parts: ${messageOf(error)}` };
+            return errorResult(new AgentError('BAD_REQUEST', `Failed to resolve data parts: ${describeFailure(error)}`));
           }
 
           const texts: string[] = [];
@@ -197,7 +206,7 @@ export function createGenerateGroup(): FunctionGroup {
               }
             });
           } catch (error) {
-            return toErrorOrResponse({ error: messageOf(error) });
+            return toErrorOrResponse({ error: describeFailure(error) });
           } finally {
             context.update(null);
           }
@@ -207,7 +216,15 @@ export function createGenerateGroup(): FunctionGroup {
             const blocked = blockedMessage(turn.finishReason);
             return blocked ? toErrorOrResponse({ error: blocked }) : { error: 'No text was generated. Please try again' };
           }
-          return { text: contentToPidginString({ parts: [{ text }] }, context.fs) };
+          if (text.length <= MAX_RESULT_TEXT_LENGTH) return { text: contentToPidginString({ parts: [{ text }] }, context.fs) };
+          // Too long to hand back whole: the file holds it all, the model sees its start.
+          let path: string;
+          try {
+            path = context.fs.addPart({ text });
+          } catch (error) {
+            return errorResult(error);
+          }
+          return { text: `<content src="${path}">\n${boundResultText(text, `The whole text is in ${path}.`)}</content>` };
         },
       }),
       defineFunction({
@@ -235,7 +252,7 @@ export function createGenerateGroup(): FunctionGroup {
           try {
             prompt = await fromPidginString(args.prompt, context.fs);
           } catch (error) {
-            return { error: messageOf(error) };
+            return errorResult(error, { text: 'prompt' });
           }
           let body: GenerateContentRequest = {
             contents: [prompt],
@@ -245,7 +262,7 @@ export function createGenerateGroup(): FunctionGroup {
           try {
             body = await conformBody(body, context.ports.backend, context.signal);
           } catch (error) {
-            return { error: `Failed to resolve data parts: ${messageOf(error)}` };
+            return errorResult(new AgentError('BAD_REQUEST', `Failed to resolve data parts: ${describeFailure(error)}`));
           }
 
           const texts: string[] = [];
@@ -289,20 +306,20 @@ export function createGenerateGroup(): FunctionGroup {
               }
             });
           } catch (error) {
-            return toErrorOrResponse({ error: messageOf(error) });
+            return toErrorOrResponse({ error: describeFailure(error) });
           } finally {
             context.update(null);
           }
           if (executions.length > 0) context.reportMetadata({ codeExecution: executions });
           reportSources(context, turn);
           if (fileError) return { error: 'Code generation failed due to invalid file output.' };
-          if (lastFailure !== undefined) return { error: `The code generator tried and failed with the following error:\n\n${lastFailure}` };
+          if (lastFailure !== undefined) return { error: boundError(`The code generator tried and failed with the following error:\n\n${lastFailure}`) };
           const text = texts.join('');
           if (text.length === 0) {
             const blocked = blockedMessage(turn.finishReason);
             return blocked ? toErrorOrResponse({ error: blocked }) : { error: 'No text was generated. Please try again' };
           }
-          return { result: text };
+          return { result: boundResultText(text, 'Ask for a shorter result, or have the code save it as a file.') };
         },
       }),
     ],

@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
+import { AgentError } from '../errors/index.js';
 import type { AgentPorts } from '../ports/index.js';
 import type { JsonObject, LLMContent } from '../protocol/content.js';
 import type { AgentEvent, AgentEventOf } from '../protocol/events.js';
@@ -11,6 +12,7 @@ import {
   createScriptedBackendClient,
   SIMULATED_IMAGE_PNG,
   functionCallChunk,
+  textChunk,
   type ScriptedBackendOptions,
   type ScriptedRequest,
 } from '../testing/index.js';
@@ -286,5 +288,111 @@ describe('the scripted backend answers media and code out of the box', () => {
     const backend = agentCalling('generate_and_execute_code', { prompt: 'Add' }, () => codeExecutionTurn('print(2 + 2)', '4\n', 'The sum is 4.'));
     await collect(run(start('Add'), { backend, store: createMemoryInteractionStore() }));
     expect(responseSeen(backend.requests, 'generate_and_execute_code')).toEqual({ result: 'The sum is 4.' });
+  });
+});
+
+describe('generation when the backend fails or misbehaves', () => {
+  const TOKEN = 'ya29.a0-user-access-token';
+  /** What the model is told for one call of `name`, the sub-model or the step answering with `fail`. */
+  async function seen(name: string, args: JsonObject, sub: (request: ScriptedRequest) => GenerateContentResponse[], options?: ScriptedBackendOptions) {
+    const backend = agentCalling(name, args, sub, options);
+    const events = await collect(run(start('Go'), { backend, store: createMemoryInteractionStore() }));
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+    return { response: responseSeen(backend.requests, name), backend, events };
+  }
+  const failing = (error: unknown) => () => {
+    throw error;
+  };
+
+  it('tells the model what failed (timeouts, 4xx, 5xx), with no token, key or server path in it', async () => {
+    const failures: Array<[unknown, string]> = [
+      [new AgentError('TIMEOUT', 'Gemini did not answer within 120 s'), 'Gemini did not answer within 120 s'],
+      [new AgentError('BAD_REQUEST', 'Gemini API error 400: Request contains an invalid argument.'), 'Gemini API error 400: Request contains an invalid argument.'],
+      [new AgentError('UPSTREAM_ERROR', `Gemini API error 503: overloaded (https://gemini.test/v1?key=AIzaSyA-1234567890abcdefghij and Bearer ${TOKEN})`), 'Gemini API error 503: overloaded (https://gemini.test/v1?key=[redacted] and Bearer [redacted])'],
+      [new Error(`EACCES: permission denied, open '/srv/agent/keys/service-account.json' with authorization: ${TOKEN} set`), "EACCES: permission denied, open '[path]' with authorization: [redacted] set"],
+      [new TypeError("Cannot read properties of undefined (reading 'x') at C:\\deploy\\agent\\server.js:10"), "Cannot read properties of undefined (reading 'x') at [path]"],
+    ];
+    for (const [error, told] of failures) {
+      expect((await seen('generate_text', { prompt: 'Hi', model: 'flash' }, failing(error))).response, told).toEqual({ error: told });
+      const media = await seen('generate_images', { prompt: 'A cat', images: [] }, () => [], { executeStep: async () => Promise.reject(error) });
+      expect(media.response, told).toEqual({ error: told });
+    }
+  });
+
+  it('answers a malformed model stream without a TypeError, and a malformed step result naming the field', async () => {
+    for (const chunk of [{ candidates: [{ content: { parts: 5 } }] }, { candidates: 'x' }, { candidates: [null] }, { candidates: [{ content: { parts: [null, 7] } }] }]) {
+      const { response } = await seen('generate_text', { prompt: 'Hi', model: 'flash' }, () => [chunk as unknown as GenerateContentResponse]);
+      expect(response, JSON.stringify(chunk)).toEqual({ error: 'No text was generated. Please try again' });
+    }
+    const grounded = {
+      candidates: [
+        {
+          content: { role: 'model', parts: [{ text: 'Grounded answer' }] },
+          groundingMetadata: { groundingChunks: [null, { web: null }, { web: { uri: 'https://example.com', title: 5 } }], webSearchQueries: ['q'] },
+          urlContextMetadata: { urlMetadata: [null, 'x'] },
+        },
+      ],
+    };
+    const { response: answered } = await seen('generate_text', { prompt: 'Hi', model: 'flash', search_grounding: true }, () => [grounded as unknown as GenerateContentResponse]);
+    expect(answered).toEqual({ text: 'Grounded answer' });
+    const answers: Array<[unknown, string]> = [
+      [null, 'the answer is not an object'],
+      [{ executionOutputs: { generated_image: { chunks: 'x' } } }, 'executionOutputs.generated_image.chunks is not a list'],
+      [{ executionOutputs: { generated_image: { chunks: [null] } } }, 'executionOutputs.generated_image.chunks[0] is not a chunk with a string mimetype and data'],
+      [{ executionOutputs: { generated_image: { chunks: [{ mimetype: 'image/png', data: 'AAAA' }, { mimetype: 5, data: 1 }] } } }, 'executionOutputs.generated_image.chunks[1] is not a chunk'],
+    ];
+    for (const [answer, field] of answers) {
+      const { response, events } = await seen('generate_images', { prompt: 'A cat', images: [] }, () => [], { executeStep: async () => answer as never });
+      expect(response?.error, JSON.stringify(answer)).toContain(`The media backend answered with something that is not a step result: ${field}`);
+      expect(ofType(events, 'complete')[0]?.result.intermediate).toBeUndefined();
+    }
+  });
+
+  it('hands back at most 512 Ki characters of a huge generated text, keeping all of it in a file', async () => {
+    const text = `begin ${'y'.repeat(3 * 1024 * 1024)} end`;
+    const { response, events } = await seen('generate_text', { prompt: 'Write a lot', model: 'flash' }, () => [textChunk(text)]);
+    const shown = String(response?.text);
+    expect(shown.length).toBeLessThan(512 * 1024 + 300);
+    expect(shown).toMatch(/^<content src="\/mnt\/text1\.md">\nbegin y+\n\[… cut: \d+ more characters of 3145738\. The whole text is in \/mnt\/text1\.md\.\]<\/content>$/);
+    expect(ofType(events, 'complete')[0]?.result.intermediate).toEqual([{ path: '/mnt/text1.md', content: { text } }]);
+  });
+
+  it('cuts a huge error to its start and end, where a traceback keeps its cause', async () => {
+    const traceback = `Traceback (most recent call last):\n${'  File "<string>", line 1, in <module>\n'.repeat(50_000)}ZeroDivisionError: division by zero`;
+    const { response } = await seen('generate_and_execute_code', { prompt: 'Divide' }, () => codeExecutionTurn('1/0', traceback, '').map((chunk) => {
+      const part = chunk.candidates?.[0]?.content?.parts?.[0];
+      if (part?.codeExecutionResult) part.codeExecutionResult.outcome = 'OUTCOME_FAILED';
+      return chunk;
+    }));
+    const error = String(response?.error);
+    expect(error.length).toBeLessThan(4100);
+    expect(error).toMatch(/^The code generator tried and failed with the following error:\n\nTraceback/);
+    expect(error).toMatch(/characters left out …\n[\s\S]*ZeroDivisionError: division by zero$/);
+    const huge = await seen('generate_text', { prompt: 'Hi', model: 'flash' }, failing(new AgentError('MODEL_ERROR', 'e'.repeat(1024 * 1024))));
+    expect(String(huge.response?.error).length).toBeLessThan(4100);
+  });
+
+  it('refuses a file_name no file can have before the generator runs', async () => {
+    for (const [name, args] of [
+      ['generate_images', { prompt: 'A cat', images: [], file_name: '..\u2215..\u2215etc' }],
+      ['generate_video', { prompt: 'A cat', file_name: 'clip\u0000' }],
+      ['generate_speech_from_text', { text: 'Hi', file_name: '%2e%2e' }],
+      ['generate_music_from_text', { prompt: 'Calm', file_name: 'system/chat_log' }],
+    ] as const) {
+      const { response, backend } = await seen(name, args, () => []);
+      expect(response?.error, name).toMatch(/^file_name: "/);
+      if (name !== 'generate_music_from_text') expect(backend.steps, name).toEqual([]);
+    }
+  });
+
+  it('says once why generated media could not all be saved, and which were', async () => {
+    const chunks = Array.from({ length: 3000 }, () => ({ mimetype: 'image/png', data: 'AAAA' }));
+    const { response } = await seen('generate_images', { prompt: 'Many cats', images: [] }, () => [], {
+      executeStep: async () => ({ executionOutputs: { generated_image: { chunks } } }),
+    });
+    const error = String(response?.error);
+    expect(error.length).toBeLessThan(4100);
+    expect(error.match(/There are already 1000 files/g)).toHaveLength(1);
+    expect(error).toContain('(1000 of 3000 saved: /mnt/image1.png, /mnt/image2.png');
   });
 });

@@ -5,6 +5,7 @@ import type { DriveOperationsClient, DriveUploadMedia } from '../ports/index.js'
 import { base64ToBytes } from '../protocol/base64.js';
 import type { Part } from '../protocol/content.js';
 import { defineFunction, type FunctionContext, type FunctionGroup } from './define-function.js';
+import { describeFailure, errorResult } from './error-classification.js';
 import { commonParameters } from './parameters.js';
 
 const INSTRUCTION = `## Google Drive
@@ -44,6 +45,12 @@ function checkName(name: string): void {
   }
 }
 
+/** The id of a file Drive made; a client that answers without one is a failure, not a success without an id. */
+function idOf(file: { id?: unknown }): string {
+  if (typeof file?.id !== 'string' || file.id.length === 0) throw new AgentError('UPSTREAM_ERROR', 'Google Drive answered without the id of the file it made');
+  return file.id;
+}
+
 /** The bytes of a file of the agent's file system, with their MIME type. */
 function mediaOf(part: Part | undefined, path: string): DriveUploadMedia {
   if (typeof part?.text === 'string') return { data: new TextEncoder().encode(part.text), mimeType: mimeTypeFromFileName(path) };
@@ -60,7 +67,7 @@ function mediaOf(part: Part | undefined, path: string): DriveUploadMedia {
  * `enableGoogleDriveTools` and a Drive client is present.
  */
 export function createGoogleDriveGroup(): FunctionGroup {
-  const { responseError, statusUpdate } = commonParameters();
+  const { responseError, cutStatusUpdate } = commonParameters();
   return {
     name: 'google-drive',
     instruction: INSTRUCTION,
@@ -74,7 +81,7 @@ export function createGoogleDriveGroup(): FunctionGroup {
           file_path: z.string().describe('The file to upload, e.g. "/mnt/plan.md".'),
           convert: z.boolean().default(true).describe('Convert office files and CSV to Google Docs, Sheets or Slides.'),
           parent: z.string().optional().describe('The id of the Drive folder to put the file in; the root folder when left out.'),
-          status_update: statusUpdate,
+          status_update: cutStatusUpdate,
         }),
         response: z.object({
           file_path: z.string().optional().describe('The path of the uploaded file, usable in <file> tags.'),
@@ -85,18 +92,32 @@ export function createGoogleDriveGroup(): FunctionGroup {
         sideEffects: true,
         async handler({ name, file_path, convert, parent, status_update }, context) {
           context.update(status_update || 'Uploading to Google Drive');
-          checkName(name);
-          const drive = driveOf(context);
-          if (!drive.uploadFile) throw new AgentError('NOT_IMPLEMENTED', 'This Google Drive client cannot upload files');
-          const [part] = await context.fs.get(file_path);
-          const media = mediaOf(part, file_path);
-          const target = convert ? CONVERSIONS.get(media.mimeType.split(';', 1)[0]!.trim().toLowerCase()) : undefined;
-          const metadata: Record<string, unknown> = { name };
-          if (target) metadata.mimeType = target;
-          if (parent) metadata.parents = [parent];
-          const file = await drive.uploadFile(metadata, media, context.signal);
-          const mimeType = typeof file.mimeType === 'string' ? file.mimeType : (target ?? media.mimeType);
-          return { file_path: context.fs.addPart({ storedData: { handle: `drive:/${file.id}`, mimeType } }) };
+          let id: string;
+          let mimeType: string;
+          try {
+            checkName(name);
+            const drive = driveOf(context);
+            if (!drive.uploadFile) throw new AgentError('NOT_IMPLEMENTED', 'This Google Drive client cannot upload files');
+            const [part] = await context.fs.get(file_path);
+            const media = mediaOf(part, file_path);
+            const target = convert ? CONVERSIONS.get(media.mimeType.split(';', 1)[0]!.trim().toLowerCase()) : undefined;
+            const metadata: Record<string, unknown> = { name };
+            if (target) metadata.mimeType = target;
+            if (parent) metadata.parents = [parent];
+            const file = await drive.uploadFile(metadata, media, context.signal);
+            id = idOf(file);
+            mimeType = typeof file.mimeType === 'string' ? file.mimeType : (target ?? media.mimeType);
+          } catch (error) {
+            return errorResult(error);
+          }
+          try {
+            return { file_path: context.fs.addPart({ storedData: { handle: `drive:/${id}`, mimeType } }) };
+          } catch (error) {
+            // The upload is done: say so, or the model would upload the file a second time.
+            return errorResult(
+              new AgentError('PAYLOAD_TOO_LARGE', `The file was uploaded to Google Drive (id ${id}), but it has no path in the file system: ${describeFailure(error)}`),
+            );
+          }
         },
       }),
       defineFunction({
@@ -106,7 +127,7 @@ export function createGoogleDriveGroup(): FunctionGroup {
         parameters: z.object({
           name: z.string().describe('The folder name.'),
           parent: z.string().optional().describe('The id of the folder to create it in; the root folder when left out.'),
-          status_update: statusUpdate,
+          status_update: cutStatusUpdate,
         }),
         response: z.object({
           folder_id: z.string().optional().describe('The id of the new folder.'),
@@ -117,12 +138,16 @@ export function createGoogleDriveGroup(): FunctionGroup {
         sideEffects: true,
         async handler({ name, parent, status_update }, context) {
           context.update(status_update || 'Creating a folder in Google Drive');
-          checkName(name);
-          const folder = await driveOf(context).createFile(
-            { name, mimeType: FOLDER_MIME_TYPE, ...(parent ? { parents: [parent] } : {}) },
-            context.signal,
-          );
-          return { folder_id: folder.id };
+          try {
+            checkName(name);
+            const folder = await driveOf(context).createFile(
+              { name, mimeType: FOLDER_MIME_TYPE, ...(parent ? { parents: [parent] } : {}) },
+              context.signal,
+            );
+            return { folder_id: idOf(folder) };
+          } catch (error) {
+            return errorResult(error);
+          }
         },
       }),
     ],

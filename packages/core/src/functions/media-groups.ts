@@ -1,15 +1,16 @@
 import { z } from 'zod';
-import { messageOf } from '../errors/index.js';
+import { checkFileName } from '../agent-fs/index.js';
+import { isAgentError } from '../errors/index.js';
 import { defineFunction, type FunctionContext, type FunctionGroup } from './define-function.js';
 import type { JsonObject, Part } from '../protocol/content.js';
-import { toErrorOrResponse } from './error-classification.js';
+import { boundError, describeFailure, errorResult, toErrorOrResponse } from './error-classification.js';
 import { commonParameters, oneOf } from './parameters.js';
 import { executeMediaStep, partToChunk, textStepChunk, type MediaStep, type StepChunk } from './media-step.js';
 
 /** The parameters every media function takes besides its own. */
 function commonMediaParameters() {
-  const { fileName, statusUpdate, taskId } = commonParameters();
-  return { file_name: fileName, task_id: taskId, status_update: statusUpdate };
+  const { fileName, cutStatusUpdate, taskId } = commonParameters();
+  return { file_name: fileName, task_id: taskId, status_update: cutStatusUpdate };
 }
 
 /** Image models behind `generate_images`' `model` choice. */
@@ -58,7 +59,7 @@ async function runStep(
     if (result.executedModel) context.reportMetadata({ model: result.executedModel });
     return { parts: result.contents.flatMap((content) => content.parts) };
   } catch (error) {
-    return { response: toErrorOrResponse(expandError(messageOf(error))) };
+    return { response: toErrorOrResponse(expandError(describeFailure(error))) };
   } finally {
     context.update(null);
   }
@@ -69,32 +70,50 @@ async function chunksOf(paths: readonly string[], context: FunctionContext): Pro
   try {
     parts = await context.fs.getMany(paths);
   } catch (error) {
-    return { error: messageOf(error) };
+    return errorResult(error);
   }
   const chunks: StepChunk[] = [];
   for (const part of parts) {
     try {
       chunks.push(await partToChunk(part, context.ports.backend, context.signal));
     } catch (error) {
-      return { error: messageOf(error) };
+      return errorResult(error);
     }
   }
   return chunks;
 }
 
+/**
+ * The error for a `file_name` no file can have, found before the generator runs (and is paid
+ * for) rather than when its output is saved.
+ */
+function fileNameError(fileName: string | undefined): { error: string } | undefined {
+  if (fileName === undefined) return undefined;
+  try {
+    checkFileName(fileName);
+    return undefined;
+  } catch (error) {
+    return errorResult(error, { name: 'file_name' });
+  }
+}
+
 /** Saves generated parts as files: `name`, or `name_1`, `name_2`, ... when there are several. */
-function saveParts(parts: readonly Part[], context: FunctionContext, fileName: string | undefined): { paths: string[]; errors: string[] } {
+function saveParts(parts: readonly Part[], context: FunctionContext, fileName: string | undefined): { paths: string[]; error?: string } {
   const paths: string[] = [];
-  const errors: string[] = [];
+  const errors = new Set<string>();
   for (const [index, part] of parts.entries()) {
     const name = fileName === undefined ? undefined : parts.length > 1 ? `${fileName}_${index + 1}` : fileName;
     try {
       paths.push(context.fs.addPart(part, name));
     } catch (error) {
-      errors.push(messageOf(error));
+      errors.add(errorResult(error, { name: 'file_name' }).error);
+      // A full file system takes none of the rest either: say so once.
+      if (isAgentError(error) && error.code === 'PAYLOAD_TOO_LARGE') break;
     }
   }
-  return { paths, errors };
+  if (errors.size === 0) return { paths };
+  const saved = paths.length > 0 ? ` (${paths.length} of ${parts.length} saved: ${paths.join(', ')})` : '';
+  return { paths, error: boundError(`${[...errors].join(', ')}${saved}`) };
 }
 
 /** `generate_images`. */
@@ -127,6 +146,8 @@ export function createImageGroup(): FunctionGroup {
         icon: 'photo_spark',
         title: 'Generating Image(s)',
         async handler(args, context) {
+          const badName = fileNameError(args.file_name);
+          if (badName) return badName;
           if (args.task_id) context.taskTree.setInProgress(args.task_id, args.status_update || 'Generating images');
           context.update(args.status_update || 'Generating Image(s)');
           const inputs = await chunksOf(args.images, context);
@@ -150,8 +171,8 @@ export function createImageGroup(): FunctionGroup {
           const outcome = await runStep(context, step);
           if ('response' in outcome) return outcome.response;
           if (outcome.parts.length === 0) return { error: 'No images were generated. Please try again' };
-          const { paths, errors } = saveParts(outcome.parts, context, args.file_name);
-          if (errors.length > 0) return { error: errors.join(', ') };
+          const { paths, error } = saveParts(outcome.parts, context, args.file_name);
+          if (error !== undefined) return { error };
           return { images: paths };
         },
       }),
@@ -185,6 +206,8 @@ export function createVideoGroup(): FunctionGroup {
         icon: 'videocam_auto',
         title: 'Generating Video',
         async handler(args, context) {
+          const badName = fileNameError(args.file_name);
+          if (badName) return badName;
           if (args.task_id) context.taskTree.setInProgress(args.task_id, args.status_update || 'Generating video');
           context.update(args.status_update || 'Generating Video');
           const references: StepChunk[] = [];
@@ -198,10 +221,10 @@ export function createVideoGroup(): FunctionGroup {
               references.push(await partToChunk(first, context.ports.backend, context.signal));
             } catch (error) {
               context.update(null);
-              return { error: messageOf(error) };
+              return errorResult(error);
             }
           }
-                    const step: MediaStep = {
+          const step: MediaStep = {
             stepName: 'GenerateVideo',
             modelApi: 'generate_video',
             inputParameters: references.length > 0 ? ['text_instruction', 'reference_image'] : ['text_instruction'],
@@ -218,8 +241,8 @@ export function createVideoGroup(): FunctionGroup {
           if ('response' in outcome) return outcome.response;
           const [part] = outcome.parts;
           if (!part) return { error: 'No video was generated. Please try again' };
-          const { paths, errors } = saveParts([part], context, args.file_name);
-          if (errors.length > 0) return { error: errors.join(', ') };
+          const { paths, error } = saveParts([part], context, args.file_name);
+          if (error !== undefined) return { error };
           return { video: paths[0] as string };
         },
       }),
@@ -249,6 +272,8 @@ export function createAudioGroup(): FunctionGroup {
         icon: 'audio_magic_eraser',
         title: 'Generating Speech',
         async handler(args, context) {
+          const badName = fileNameError(args.file_name);
+          if (badName) return badName;
           if (args.task_id) context.taskTree.setInProgress(args.task_id, args.status_update || 'Generating speech');
           context.update(args.status_update || 'Generating Speech');
           const outcome = await runStep(context, {
@@ -262,8 +287,8 @@ export function createAudioGroup(): FunctionGroup {
           if ('response' in outcome) return outcome.response;
           const [part] = outcome.parts;
           if (!part) return { error: 'No speech was generated' };
-          const { paths, errors } = saveParts([part], context, args.file_name);
-          if (errors.length > 0) return { error: errors.join(', ') };
+          const { paths, error } = saveParts([part], context, args.file_name);
+          if (error !== undefined) return { error };
           return { speech: paths[0] as string };
         },
       }),
@@ -277,6 +302,8 @@ export function createAudioGroup(): FunctionGroup {
         icon: 'audio_magic_eraser',
         title: 'Generating Music',
         async handler(args, context) {
+          const badName = fileNameError(args.file_name);
+          if (badName) return badName;
           if (args.task_id) context.taskTree.setInProgress(args.task_id, args.status_update || 'Generating music');
           context.update(args.status_update || 'Generating Music');
           const outcome = await runStep(context, {
@@ -290,8 +317,8 @@ export function createAudioGroup(): FunctionGroup {
           if ('response' in outcome) return outcome.response;
           const [part] = outcome.parts;
           if (!part) return { error: 'No music was generated' };
-          const { paths, errors } = saveParts([part], context, args.file_name);
-          if (errors.length > 0) return { error: errors.join(', ') };
+          const { paths, error } = saveParts([part], context, args.file_name);
+          if (error !== undefined) return { error };
           return { music: paths[0] as string };
         },
       }),

@@ -1,3 +1,4 @@
+import { AgentError } from '../errors/index.js';
 import type { BackendClient, ExecuteStepRequest } from '../ports/index.js';
 import type { LLMContent, Part } from '../protocol/content.js';
 import { blobIdOf } from '../model/conform-body.js';
@@ -50,18 +51,19 @@ export async function partToChunk(part: Part, backend: BackendClient, signal?: A
       const handle = await backend.uploadBlobFile(stored.handle.replace(/^drive:\/*/, ''), signal);
       blobId = blobIdOf(handle) ?? handle.split('/').pop();
     }
-    if (!blobId) throw new Error(`Unknown storedData handle for executeStep: "${stored.handle}"`);
+    if (!blobId) throw new AgentError('BAD_REQUEST', `Unknown storedData handle for executeStep: "${stored.handle}"`);
     return { mimetype: 'text/gcs-path', data: textToBase64(blobId) };
   }
-  if (part.fileData) throw new Error('fileData parts are not supported in executeStep inputs');
-  throw new Error(`Unknown part type: [${Object.keys(part).join(', ')}]`);
+  if (part.fileData) throw new AgentError('BAD_REQUEST', 'fileData parts are not supported in executeStep inputs');
+  throw new AgentError('BAD_REQUEST', `Unknown part type: [${Object.keys(part).join(', ')}]`);
 }
 
 /**
  * Runs a media step through `BackendClient.executeStep` and turns its output chunks into
  * contents: stored blobs become `storedData` with `/board/blobs/<id>` handles,
  * HTML is decoded, everything else stays inline. Throws with the backend's message on failure,
- * or `Unable to find data in the output` when there is nothing.
+ * `Unable to find data in the output` when there is nothing, and `UPSTREAM_ERROR` naming the field
+ * when the answer is not shaped as a step's answer.
  */
 export async function executeMediaStep(backend: BackendClient, step: MediaStep, signal?: AbortSignal): Promise<MediaStepResult> {
   const planStep: ExecuteStepRequest['planStep'] = {
@@ -76,11 +78,18 @@ export async function executeMediaStep(backend: BackendClient, step: MediaStep, 
   for (const [name, chunks] of Object.entries(step.inputs)) request.execution_inputs[name] = { chunks };
   if (step.useG1Quota) request.enableG1Quota = true;
 
-  const response = await backend.executeStep(request, signal);
-  if (typeof response.errorMessage === 'string' && response.errorMessage.length > 0) throw new Error(response.errorMessage);
-  const chunks = response.executionOutputs?.[step.output]?.chunks ?? [];
+  const response: unknown = await backend.executeStep(request, signal);
+  if (!isObject(response)) throw malformed('the answer', 'not an object');
+  if (typeof response.errorMessage === 'string' && response.errorMessage.length > 0) throw new AgentError('UPSTREAM_ERROR', response.errorMessage);
+  const outputs = response.executionOutputs;
+  const output = isObject(outputs) ? outputs[step.output] : undefined;
+  const chunks: unknown = isObject(output) ? output.chunks : undefined;
+  if (chunks !== undefined && !Array.isArray(chunks)) throw malformed(`executionOutputs.${step.output}.chunks`, 'not a list');
   const result: MediaStepResult = { contents: [] };
-  for (const chunk of chunks) {
+  for (const [index, chunk] of (chunks ?? []).entries()) {
+    if (!isObject(chunk) || typeof chunk.mimetype !== 'string' || typeof chunk.data !== 'string') {
+      throw malformed(`executionOutputs.${step.output}.chunks[${index}]`, 'not a chunk with a string mimetype and data');
+    }
     if (chunk.substreamName === 'requested-model') {
       result.requestedModel = base64ToText(chunk.data);
       continue;
@@ -89,10 +98,18 @@ export async function executeMediaStep(backend: BackendClient, step: MediaStep, 
       result.executedModel = base64ToText(chunk.data);
       continue;
     }
-    result.contents.push({ role: 'user', parts: [outputPart(chunk)] });
+    result.contents.push({ role: 'user', parts: [outputPart(chunk as unknown as StepChunk)] });
   }
-  if (result.contents.length === 0) throw new Error('Unable to find data in the output');
+  if (result.contents.length === 0) throw new AgentError('UPSTREAM_ERROR', 'Unable to find data in the output');
   return result;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function malformed(field: string, what: string): AgentError {
+  return new AgentError('UPSTREAM_ERROR', `The media backend answered with something that is not a step result: ${field} is ${what}`);
 }
 
 function outputPart(chunk: StepChunk): Part {

@@ -1,7 +1,36 @@
 import { z } from 'zod';
-import { fromPidginString, taskNodeSchema, type TaskNode } from '../agent-fs/index.js';
+import { checkTaskTree, fromPidginString, taskNodeSchema, type TaskNode } from '../agent-fs/index.js';
+import type { LLMContent } from '../protocol/content.js';
 import { defineFunction, type FunctionGroup } from './define-function.js';
-import { commonParameters } from './parameters.js';
+import { boundError, errorResult } from './error-classification.js';
+import { boundResultText, commonParameters, MAX_RESULT_TEXT_LENGTH } from './parameters.js';
+
+/** How many unknown task ids an error names before it only counts the rest. */
+const MAX_LISTED_TASK_IDS = 10;
+/** The longest task id an error quotes. */
+const MAX_QUOTED_TASK_ID_LENGTH = 100;
+
+/**
+ * A task tree the model sends: checked for size and depth before the schema walks it (the schema
+ * recurses, and a tree thousands of levels deep would overflow the stack), so a tree past the
+ * limits goes back to the model as an error naming where.
+ */
+function taskTreeParameter() {
+  return z.preprocess((value, context) => {
+    const problem = checkTaskTree(value);
+    if (problem) context.addIssue({ code: 'custom', message: problem.message, path: problem.path === '' ? [] : pathOf(problem.path), input: value });
+    return value;
+  }, taskNodeSchema());
+}
+
+/** `subtasks[0].description` -> `['subtasks', 0, 'description']`. */
+function pathOf(path: string): PropertyKey[] {
+  return path.split(/\.|(?=\[)/).map((key) => (key.startsWith('[') ? Number(key.slice(1, -1)) : key));
+}
+
+function quoteTaskId(id: string): string {
+  return JSON.stringify(id.length > MAX_QUOTED_TASK_ID_LENGTH ? `${id.slice(0, MAX_QUOTED_TASK_ID_LENGTH)}…` : id);
+}
 
 const INSTRUCTION = `You are an AI agent running inside an application that chains several agents together. Your job in this session is the objective at the start of the conversation, inside <objective>. The application wrote that objective, and whatever you return goes back to the application, usually as input to the next agent: neither is shown to the user as is.
 
@@ -71,7 +100,7 @@ This does not: Score <file src="/mnt/essay.md" /> against <file src="/mnt/rubric
 
 /** The termination, file and task-tree functions. */
 export function createSystemGroup(): FunctionGroup {
-  const { responseError, statusUpdate } = commonParameters();
+  const { responseError, cutStatusUpdate } = commonParameters();
   return {
     name: 'system',
     instruction: INSTRUCTION,
@@ -90,8 +119,14 @@ export function createSystemGroup(): FunctionGroup {
         icon: 'check_circle',
         title: 'Returning final outcome',
         async handler({ objective_outcome, href }, context) {
-          const resolvedHref = href === '/' ? '/' : context.fs.getOriginalRoute(href);
-          const outcomes = objective_outcome.length === 0 ? { parts: [{ text: '' }] } : await fromPidginString(objective_outcome, context.fs);
+          let resolvedHref: string;
+          let outcomes: LLMContent;
+          try {
+            resolvedHref = href === '/' ? '/' : context.fs.getOriginalRoute(href);
+            outcomes = objective_outcome.length === 0 ? { parts: [{ text: '' }] } : await fromPidginString(objective_outcome, context.fs);
+          } catch (error) {
+            return errorResult(error, { text: 'objective_outcome' });
+          }
           context.terminate(resolvedHref === '/' ? { success: true, outcomes } : { success: true, href: resolvedHref, outcomes });
           return {};
         },
@@ -116,12 +151,17 @@ export function createSystemGroup(): FunctionGroup {
         name: 'system_list_files',
         description: 'Lists the paths of every file in the file system, one per line.',
         strictDeclaration: true,
-        parameters: z.object({ status_update: statusUpdate }),
+        parameters: z.object({ status_update: cutStatusUpdate }),
         response: z.object({ list: z.string().describe('Every file path, one per line.'), error: responseError }),
         icon: 'folder',
         async handler({ status_update }, context) {
           context.update(status_update || 'Getting a list of files');
-          return { list: await context.fs.listAllFiles() };
+          const list = await context.fs.listAllFiles();
+          if (list.length <= MAX_RESULT_TEXT_LENGTH) return { list };
+          // Cut at a line, so no path is shown half.
+          const shown = list.slice(0, list.lastIndexOf('\n', MAX_RESULT_TEXT_LENGTH));
+          const more = list.length === shown.length ? 0 : list.slice(shown.length + 1).split('\n').length;
+          return { list: `${shown}\n[… and ${more} more files]` };
         },
       }),
       defineFunction({
@@ -136,9 +176,13 @@ export function createSystemGroup(): FunctionGroup {
         icon: 'edit',
         title: 'Writing to file',
         async handler({ file_name, content }, context) {
-          const resolved = await fromPidginString(content, context.fs);
-          const texts = resolved.parts.flatMap((part) => (typeof part.text === 'string' ? [part.text] : []));
-          return { file_path: context.fs.write(file_name, texts.length > 0 ? texts.join('\n') : content) };
+          try {
+            const resolved = await fromPidginString(content, context.fs);
+            const texts = resolved.parts.flatMap((part) => (typeof part.text === 'string' ? [part.text] : []));
+            return { file_path: context.fs.write(file_name, texts.length > 0 ? texts.join('\n') : content) };
+          } catch (error) {
+            return errorResult(error, { name: 'file_name', data: 'content', text: 'content' });
+          }
         },
       }),
       defineFunction({
@@ -150,20 +194,28 @@ export function createSystemGroup(): FunctionGroup {
         icon: 'description',
         title: 'Reading from file',
         async handler({ file_path }, context) {
-          return { text: await context.fs.readText(file_path) };
+          const text = await context.fs.readText(file_path);
+          return {
+            text: boundResultText(text, `Reference the file as <file src="${file_path}" /> in a generate_text prompt to work with all of it.`),
+          };
         },
       }),
       defineFunction({
         name: 'system_create_task_tree',
         description: 'Records the plan as a tree of tasks (saved to /mnt/task_tree.json) that shows which tasks run one after another and which run at once.',
         strictDeclaration: true,
-        parameters: z.object({ task_tree: taskNodeSchema().optional().describe('The root task; its subtasks form the tree.') }),
+        parameters: z.object({ task_tree: taskTreeParameter().optional().describe('The root task; its subtasks form the tree.') }),
         response: z.object({ file_path: z.string().optional().describe('Where the task tree was saved.'), error: responseError }),
         icon: 'task',
         title: 'Creating task tree',
         async handler({ task_tree }, context) {
           if (!task_tree) return { error: 'task_tree is required' };
-          return { file_path: context.taskTree.set(task_tree as TaskNode) };
+          try {
+            return { file_path: context.taskTree.set(task_tree as TaskNode) };
+          } catch (error) {
+            // The tree's own limits were checked with the arguments; what is left is the file system's.
+            return errorResult(error, { data: 'task_tree', name: 'task_tree' });
+          }
         },
       }),
       defineFunction({
@@ -171,11 +223,23 @@ export function createSystemGroup(): FunctionGroup {
         description: 'Marks tasks of the task tree as complete.',
         strictDeclaration: true,
         parameters: z.object({ task_ids: z.array(z.string()).describe('The ids of the finished tasks.') }),
-        response: z.object({ file_path: z.string().describe('Where the updated task tree was saved.'), error: responseError }),
+        response: z.object({ file_path: z.string().optional().describe('Where the updated task tree was saved.'), error: responseError }),
         icon: 'task',
         title: 'Marking tasks complete',
         async handler({ task_ids }, context) {
-          return { file_path: context.taskTree.setComplete(task_ids) };
+          if (context.taskTree.get() === '') return { error: 'task_ids: there is no task tree yet; make one with system_create_task_tree first' };
+          const unknown = [...new Set(task_ids.filter((id) => !context.taskTree.has(id)))];
+          let file_path: string;
+          try {
+            file_path = context.taskTree.setComplete(task_ids);
+          } catch (error) {
+            return errorResult(error);
+          }
+          if (unknown.length === 0) return { file_path };
+          const listed = unknown.slice(0, MAX_LISTED_TASK_IDS).map(quoteTaskId).join(', ');
+          const more = unknown.length > MAX_LISTED_TASK_IDS ? ` and ${unknown.length - MAX_LISTED_TASK_IDS} more` : '';
+          const others = unknown.length < task_ids.length ? '; the other tasks were marked complete' : '';
+          return { file_path, error: boundError(`task_ids: the task tree has no task ${listed}${more}${others}`) };
         },
       }),
     ],
