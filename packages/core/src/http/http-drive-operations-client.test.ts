@@ -291,6 +291,20 @@ describe('createHttpDriveOperationsClient: errors', () => {
     expect(fake.requests.slice(3).map((request) => request.status)).toEqual([503, 503, 200]);
   });
 
+  it('does not send a call that may have been done again after a server error: no duplicate file or row', async () => {
+    const { client, fake } = await setup({ retry: { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 2 } });
+    fake.failNext({ status: 500, path: '/drive/v3/files' });
+    expect(await failure(client.createFile({ name: 'Notes', mimeType: SPREADSHEET }))).toMatchObject({ code: 'UPSTREAM_ERROR', details: { status: 500 } });
+    const id = fake.addFile({ name: 'S', mimeType: SPREADSHEET });
+    fake.failNext({ status: 502, path: '/v4/' });
+    expect(await failure(client.appendSpreadsheetValues(id, 'Sheet1', [['x']]))).toMatchObject({ details: { status: 502 } });
+    expect(fake.requests.map((request) => request.status)).toEqual([500, 502]);
+    // A read is safe to repeat.
+    fake.failNext({ status: 500, path: '/v4/' });
+    await client.getSpreadsheetValues(id, 'Sheet1!A1:A2');
+    expect(fake.requests.slice(2).map((request) => request.status)).toEqual([500, 200]);
+  });
+
   it('stops at once when the signal aborts: before sending, while waiting to retry, and mid-request', async () => {
     const { client, fake } = await setup({ retry: { baseDelayMs: 60_000, maxDelayMs: 60_000 } });
     const before = new AbortController();

@@ -234,7 +234,11 @@ function createSender(options: HttpDriveOperationsClientOptions): (call: Call) =
       } finally {
         attemptSignal.dispose();
       }
-      const retryable = failure.code === 'RATE_LIMITED' || (typeof failure.details?.status === 'number' && failure.details.status >= 500);
+      // A rate limit or a 503 means Google did nothing; after another 5xx it may have done the
+      // work, so only calls safe to repeat go again (a second createFile or append would make a
+      // duplicate).
+      const status = typeof failure.details?.status === 'number' ? failure.details.status : 0;
+      const retryable = failure.code === 'RATE_LIMITED' || status === 503 || (call.method !== 'POST' && status >= 500);
       if (!retryable || attempt >= maxAttempts) throw failure;
       const hinted = hintedMs ?? retryInfoMs(failure.details);
       await sleep(hinted === undefined ? backoff(attempt, baseDelayMs, maxDelayMs) : Math.min(maxDelayMs, hinted), call);
