@@ -15,6 +15,7 @@ import { AgentClientError, createAgentClient, dispatchAgentEvents } from './inde
 
 const servers: Server[] = [];
 afterEach(async () => {
+  for (const server of servers) server.closeAllConnections();
   await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
 });
 

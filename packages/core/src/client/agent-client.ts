@@ -1,8 +1,10 @@
+import type { AgentEvent } from '../protocol/events.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
 import type { Segment, StartRequest } from '../protocol/requests.js';
 import { createAgentRun, driveRun, type AgentRun, type AgentRunOptions, type RunSegmentOpener } from './agent-run.js';
-import { createServerConnection, type ClientLimits, type ServerConnection } from './server-connection.js';
-import { createSessionTransport, type ReconnectOptions } from './session-transport.js';
+import { AgentClientError } from './errors.js';
+import { createServerConnection, describeUrl, type ClientLimits, type ServerConnection } from './server-connection.js';
+import { createSessionTransport, DEFAULT_IDLE_TIMEOUT_MS, type ReconnectOptions } from './session-transport.js';
 
 /** Options of {@link createAgentClient}. */
 export interface AgentClientOptions {
@@ -23,7 +25,7 @@ export interface AgentClientOptions {
   path?: string;
   /**
    * How a sessions run reconnects to a dropped stream: attempts in a row, the backoff between
-   * them, and how long a silent stream is waited on.
+   * them, and how long a silent stream is waited on (a silent legacy stream fails the run).
    */
   reconnect?: ReconnectOptions;
   /** Bounds on what the server may send, e.g. `{ maxEventBytes: 16 * 1024 * 1024 }` (the default). */
@@ -97,7 +99,7 @@ export function createAgentClient(options: AgentClientOptions): RemoteAgentClien
       },
     };
   }
-  const open = createLegacyOpener(connection, options.path ?? '/v1beta1/streamRunAgent');
+  const open = createLegacyOpener(connection, options.baseUrl, options.path ?? '/v1beta1/streamRunAgent', options.reconnect?.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS);
   return {
     startRun: (input, runOptions) => createAgentRun(open, { start: toStartRequest(input) }, runOptions),
     resumeRun: (interactionId, response, runOptions) => createAgentRun(open, { resume: { interactionId, response } }, runOptions),
@@ -107,13 +109,39 @@ export function createAgentClient(options: AgentClientOptions): RemoteAgentClien
   };
 }
 
-/** One `POST` per segment; the answer is the segment's events. */
-function createLegacyOpener(connection: ServerConnection, path: string): RunSegmentOpener {
+/**
+ * One `POST` per segment; the answer is the segment's events. A stream that stays silent for
+ * `idleTimeoutMs` (the server sends a keep-alive comment every 15 s) is broken: the run fails
+ * instead of waiting forever.
+ */
+function createLegacyOpener(connection: ServerConnection, baseUrl: string, path: string, idleTimeoutMs: number): RunSegmentOpener {
+  const idle = idleTimeoutMs > 0 ? { idleTimeoutMs } : {};
   return async function* (request, signal) {
-    const response = await connection.send('POST', `${path}?alt=sse`, { body: request, signal, stream: true });
-    for await (const message of connection.messages(response)) {
-      if (message.data.length === 0 || message.data === '[DONE]') continue;
-      yield connection.parse(message.data);
+    // The segment's own signal, so that a request given up on (silent, or left) is let go of.
+    const segment = new AbortController();
+    const stop = (): void => segment.abort();
+    if (signal.aborted) stop();
+    else signal.addEventListener('abort', stop, { once: true });
+    try {
+      const response = await connection.send('POST', `${path}?alt=sse`, { body: request, signal: segment.signal, stream: true, ...(idleTimeoutMs > 0 ? { timeoutMs: idleTimeoutMs } : {}) });
+      for await (const message of connection.messages(response, idle)) {
+        if (message.data.length === 0 || message.data === '[DONE]') continue;
+        let event: AgentEvent | undefined;
+        try {
+          event = connection.parse(message.data);
+        } catch (error) {
+          // Half an event at the end is a stream that was cut, not a server that sent garbage.
+          if (message.unterminated) {
+            throw new AgentClientError('network', `The event stream from ${describeUrl(response.url || baseUrl.replace(/\/+$/, '') + path)} ended in the middle of an event`, { cause: error });
+          }
+          throw error;
+        }
+        // A newer server's event of a type this client does not know: passed over.
+        if (event !== undefined) yield event;
+      }
+    } finally {
+      signal.removeEventListener('abort', stop);
+      segment.abort();
     }
   };
 }

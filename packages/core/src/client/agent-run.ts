@@ -177,9 +177,16 @@ export function driveRun(transport: RunTransport, options: AgentRunOptions = {})
     },
   };
 
-  if (options.signal) {
-    if (options.signal.aborted) handle.abort();
-    else options.signal.addEventListener('abort', () => handle.abort(), { once: true });
+  const signal = options.signal;
+  if (signal) {
+    if (signal.aborted) handle.abort();
+    else {
+      const onAbort = (): void => handle.abort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      // A signal shared by many runs (one per page) keeps no ended run alive, and collects no listeners.
+      const release = (): void => signal.removeEventListener('abort', onAbort);
+      void result.then(release, release);
+    }
   }
 
   const drive = async (): Promise<void> => {
@@ -243,7 +250,7 @@ export function driveRun(transport: RunTransport, options: AgentRunOptions = {})
         try {
           return await onSuspend(event, handle);
         } catch (error) {
-          throw new AgentClientError('aborted', `The suspend handler failed: ${messageOf(error)}`, { cause: error });
+          throw new AgentClientError('aborted', `The suspend handler failed: ${messageOf(error)}`, { code: 'ABORTED', cause: error });
         }
       })();
     }
@@ -269,7 +276,7 @@ export function driveRun(transport: RunTransport, options: AgentRunOptions = {})
 }
 
 function aborted(): AgentClientError {
-  return new AgentClientError('aborted', 'Run was stopped');
+  return new AgentClientError('aborted', 'Run was stopped', { code: 'ABORTED' });
 }
 
 function withId(interactionId: string | undefined): { interactionId?: string } {

@@ -45,8 +45,9 @@ export class AgentClientError extends Error {
   /**
    * The error code from the closed table (e.g. `INTERACTION_NOT_FOUND`, `FORBIDDEN`,
    * `RATE_LIMITED`): the server's for `http`, `run` and `paused` errors, or for a refusal without
-   * one the code of its status (404 `NOT_FOUND`); `PAYLOAD_TOO_LARGE` for a `protocol` error about
-   * an event over `limits.maxEventBytes`.
+   * one the code of its status (404 `NOT_FOUND`); `ABORTED` for `aborted` errors; `TIMEOUT` for a
+   * `network` error about a server that went silent; `PAYLOAD_TOO_LARGE` for a `protocol` error
+   * about an event over `limits.maxEventBytes`. Other `network` and `protocol` errors have none.
    */
   readonly code: ErrorCode | undefined;
   /** Where the run was saved, for `paused` errors: resume it with `client.resumeRun()`. */

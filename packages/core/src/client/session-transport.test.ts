@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { getEventListeners } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { AgentEvent } from '../protocol/events.js';
 import { AgentClientError, createAgentClient, type AgentClientOptions, type AgentRun } from './index.js';
 
@@ -26,8 +27,14 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
 });
 
-/** A loopback server: `sessions/new` answers `{sessionId: 's1'}`; everything else goes to `route`. */
-async function sessionServer(route: Route): Promise<{ baseUrl: string; requests: string[] }> {
+/**
+ * A loopback server: `sessions/new` answers `{sessionId: 's1'}` (after the refusals in `newRefusals`,
+ * one per request); everything else goes to `route`.
+ */
+async function sessionServer(
+  route: Route,
+  newRefusals: Array<{ status: number; headers?: Record<string, string> }> = [],
+): Promise<{ baseUrl: string; requests: string[] }> {
   const requests: string[] = [];
   const counts = new Map<string, number>();
   const server = createServer((incoming: IncomingMessage, outgoing: ServerResponse) => {
@@ -38,7 +45,9 @@ async function sessionServer(route: Route): Promise<{ baseUrl: string; requests:
       const method = incoming.method ?? 'GET';
       requests.push(`${method} ${url}`);
       if (url === '/v1beta1/sessions/new') {
-        json(outgoing, 200, { sessionId: 's1' });
+        const refusal = newRefusals.shift();
+        if (refusal) json(outgoing, refusal.status, { error: 'Too many sessions' }, refusal.headers);
+        else json(outgoing, 200, { sessionId: 's1' });
         return;
       }
       const key = `${method} ${url.split(/[?&]after=/)[0]}`;
@@ -95,6 +104,28 @@ async function read(run: AgentRun): Promise<{ seen: string[]; error: AgentClient
     (caught: unknown) => caught as AgentClientError,
   );
   return { seen, error };
+}
+
+/** Watches the timers the client sets: `pending()` lists where each one not yet run or cleared was set. */
+function watchClientTimers(): { pending(): string[]; stop(): void } {
+  const realSet = globalThis.setTimeout;
+  const realClear = globalThis.clearTimeout;
+  const pending = new Map<unknown, string>();
+  vi.spyOn(globalThis, 'setTimeout').mockImplementation(((handler: () => void, ms?: number) => {
+    const stack = new Error().stack ?? '';
+    const id = realSet(() => {
+      pending.delete(id);
+      handler();
+    }, ms);
+    // Set by the client's own code (not by undici, not by this file).
+    if (/\/src\/client\/[a-z-]+\.ts:/.test(stack)) pending.set(id, stack);
+    return id;
+  }) as typeof setTimeout);
+  vi.spyOn(globalThis, 'clearTimeout').mockImplementation((id) => {
+    pending.delete(id);
+    realClear(id);
+  });
+  return { pending: () => [...pending.values()], stop: () => vi.restoreAllMocks() };
 }
 
 function label(event: AgentEvent): string {
@@ -317,4 +348,154 @@ describe('sessions client at the edges of the stream protocol', () => {
     expect(await read(run)).toEqual({ seen: ['t0', 'complete'], error: undefined });
     expect(requests.filter((request) => request.includes('alt=sse'))).toEqual(['GET /v1beta1/sessions/s1?alt=sse', 'GET /v1beta1/sessions/s1?alt=sse']);
   });
+
+  it('passes over an event of a type it does not know, counting it, and reconnects after it', async () => {
+    const { baseUrl, requests } = await sessionServer(async (exchange, outgoing) => {
+      if (exchange.count === 1) return writeThenDrop(outgoing, frame(0) + frame(1, { hologram: { frames: 3 } }));
+      openStream(outgoing);
+      for (let index = afterOf(exchange.url) + 1; index <= 2; index += 1) outgoing.write(frame(index, index === 1 ? { hologram: { frames: 3 } } : thought(index)));
+      outgoing.end(frame(3, complete) + DONE);
+    });
+    const run = client(baseUrl).startRun('go');
+    expect(await read(run)).toEqual({ seen: ['t0', 't2', 'complete'], error: undefined });
+    expect(requests.filter((request) => request.includes('alt=sse'))).toEqual(['GET /v1beta1/sessions/s1?alt=sse', 'GET /v1beta1/sessions/s1?alt=sse&after=1']);
+    expect(run.lastEventIndex).toBe(3);
+  });
+
+  it('fails at once, without reconnecting, when the stream request is answered with a page instead of events', async () => {
+    const { baseUrl, requests } = await sessionServer((exchange, outgoing) => {
+      outgoing.writeHead(200, { 'content-type': 'text/html' });
+      outgoing.end('<html><head><title>Wi-Fi login</title></head><body>Accept the terms</body></html>');
+    });
+    const { seen, error } = await read(client(baseUrl).startRun('go'));
+    expect(seen).toEqual([]);
+    expect(error).toMatchObject({ kind: 'protocol', message: `${baseUrl}/v1beta1/sessions/s1 answered 200 with text/html, not an event stream: Wi-Fi login` });
+    expect(requests.filter((request) => request.includes('alt=sse'))).toHaveLength(1);
+  });
+
+  it("asks sessions/new again after a 429, waiting out its Retry-After, and makes one session", async () => {
+    const times: number[] = [];
+    const { baseUrl, requests } = await sessionServer(
+      (exchange, outgoing) => {
+        openStream(outgoing);
+        outgoing.end(frame(0, complete) + DONE);
+      },
+      [{ status: 429, headers: { 'retry-after': '1' } }],
+    );
+    const run = client(baseUrl, {
+      fetch: (input, init) => {
+        if (input.endsWith('/new')) times.push(Date.now());
+        return fetch(input, init);
+      },
+    }).startRun('go');
+    expect(await read(run)).toEqual({ seen: ['complete'], error: undefined });
+    expect(requests.filter((request) => request.endsWith('/new'))).toHaveLength(2);
+    expect((times[1] as number) - (times[0] as number)).toBeGreaterThanOrEqual(950);
+  });
+
+  it('gives up on a sessions/new that keeps being refused with the http error, after maxAttempts', async () => {
+    const { baseUrl, requests } = await sessionServer(() => undefined, [{ status: 503 }, { status: 503 }, { status: 503 }]);
+    const error = await client(baseUrl, { reconnect: { maxAttempts: 1, initialDelayMs: 1 } })
+      .startRun('go')
+      .result.catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ kind: 'http', status: 503, message: '503: Too many sessions' });
+    expect(requests).toEqual(['POST /v1beta1/sessions/new', 'POST /v1beta1/sessions/new']);
+  });
+
+  it('reconnects to a server that never answers the stream request, after the idle timeout', async () => {
+    const { baseUrl, requests } = await sessionServer((exchange, outgoing) => {
+      if (exchange.count === 1) return; // No status line, the connection left open.
+      openStream(outgoing);
+      outgoing.end(frame(0) + frame(1, complete) + DONE);
+    });
+    const run = client(baseUrl, { reconnect: { initialDelayMs: 1, maxDelayMs: 5, idleTimeoutMs: 150 } }).startRun('go');
+    expect(await read(run)).toEqual({ seen: ['t0', 'complete'], error: undefined });
+    expect(requests.filter((request) => request.includes('alt=sse'))).toHaveLength(2);
+  });
+
+  it('stops at abort while it waits to reconnect: no request after it, no timer left', async () => {
+    let refused!: () => void;
+    const waiting = new Promise<void>((resolve) => (refused = resolve));
+    const { baseUrl, requests } = await sessionServer(async (exchange, outgoing) => {
+      if (exchange.count === 1) return writeThenDrop(outgoing, frame(0));
+      json(outgoing, 503, { error: 'restarting' }, { 'retry-after': '30' });
+      refused();
+    });
+    const timers = watchClientTimers();
+    const run = client(baseUrl, { reconnect: { initialDelayMs: 1, maxDelayMs: 5, idleTimeoutMs: 10_000 } }).startRun('go');
+    const reading = read(run);
+    await waiting;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    run.abort();
+    expect(await reading).toEqual({ seen: ['t0'], error: undefined });
+    await expect(run.result).rejects.toMatchObject({ kind: 'aborted', code: 'ABORTED', message: 'Run was stopped' });
+    const sent = requests.length;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(requests.slice(sent)).toEqual(['POST /v1beta1/sessions/s1:cancel']);
+    expect(timers.pending()).toEqual([]);
+    timers.stop();
+  });
+
+  it('stops at abort while a stream is open and quiet, on either protocol: the connection closed, no timer left', async () => {
+    let closed = 0;
+    const { baseUrl } = await sessionServer((exchange, outgoing) => {
+      if (exchange.url.endsWith(':cancel')) return json(outgoing, 200, { sessionId: 's1', status: 'cancelled' });
+      outgoing.on('close', () => (closed += 1));
+      openStream(outgoing);
+      outgoing.write(frame(0));
+    });
+    for (const protocol of ['sessions', 'legacy'] as const) {
+      const timers = watchClientTimers();
+      const run = client(baseUrl, { protocol, path: '/v1beta1/sessions/s1', reconnect: { idleTimeoutMs: 10_000 } }).startRun('go');
+      for await (const event of run.events) {
+        if (event.type === 'thought') setTimeout(() => run.abort(), 50);
+      }
+      await expect(run.result).rejects.toMatchObject({ kind: 'aborted', code: 'ABORTED' });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(timers.pending()).toEqual([]);
+      timers.stop();
+    }
+    expect(closed).toBe(2);
+  });
+
+  it('cancels the session that sessions/new makes after the run was aborted while waiting for it', async () => {
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    const cancels: string[] = [];
+    const { baseUrl, requests } = await sessionServer((exchange, outgoing) => {
+      if (exchange.url.endsWith(':cancel')) {
+        cancels.push(exchange.url);
+        return json(outgoing, 200, { sessionId: 's1', status: 'cancelled' });
+      }
+      openStream(outgoing);
+    });
+    const run = client(baseUrl, {
+      fetch: async (input, init) => {
+        const response = await fetch(input, init);
+        if (input.endsWith('/new')) {
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          answer();
+        }
+        return response;
+      },
+    }).startRun('go');
+    run.abort();
+    await expect(run.result).rejects.toMatchObject({ kind: 'aborted', code: 'ABORTED' });
+    await answered;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(cancels).toEqual(['/v1beta1/sessions/s1:cancel']);
+    expect(requests.some((request) => request.includes('alt=sse'))).toBe(false);
+  });
+
+  it('leaves no listener on a signal that runs which ended shared', async () => {
+    const { baseUrl } = await sessionServer((exchange, outgoing) => {
+      openStream(outgoing);
+      outgoing.end(frame(0, complete) + DONE);
+    });
+    const page = new AbortController();
+    for (let index = 0; index < 12; index += 1) await client(baseUrl).startRun('go', { signal: page.signal }).result;
+    await client(baseUrl, { protocol: 'legacy', path: '/v1beta1/sessions/s1' }).startRun('go', { signal: page.signal }).result.catch(() => undefined);
+    expect(getEventListeners(page.signal, 'abort')).toHaveLength(0);
+  });
 });
+

@@ -11,7 +11,8 @@ export interface ReconnectOptions {
   /**
    * Reconnects in a row that may fail before the run fails with the last error (kind `network`,
    * with the last answer's `status` and `code` when the server refused). Default 8; 0 never
-   * reconnects.
+   * reconnects. It also bounds how often a `sessions/new` the server refused with 429 or 503 is
+   * sent again (it made no session), after which the run fails with that `http` error.
    */
   maxAttempts?: number;
   /**
@@ -22,11 +23,16 @@ export interface ReconnectOptions {
   /** The longest wait between two reconnects. Default 15 000 ms. */
   maxDelayMs?: number;
   /**
-   * A stream that sends nothing, not even a keep-alive comment, for this long counts as dropped
-   * and is reconnected. Default 45 000 ms (the server sends a comment every 15 s); 0 waits forever.
+   * A stream that sends nothing, not even a keep-alive comment, for this long (from the request
+   * on, so a server that never answers counts too) is dropped and reconnected; on the legacy
+   * protocol, which cannot reconnect, the run fails with a `network` error with code `TIMEOUT`.
+   * Default 45 000 ms (the server sends a comment every 15 s); 0 waits forever.
    */
   idleTimeoutMs?: number;
 }
+
+/** How long a silent stream is waited on by default: three of the server's keep-alive periods. */
+export const DEFAULT_IDLE_TIMEOUT_MS = 45_000;
 
 /** Where a sessions run begins. */
 export type SessionRunStart =
@@ -45,7 +51,7 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
   const maxAttempts = reconnect.maxAttempts ?? 8;
   const initialDelayMs = reconnect.initialDelayMs ?? 500;
   const maxDelayMs = reconnect.maxDelayMs ?? 15_000;
-  const idleTimeoutMs = reconnect.idleTimeoutMs ?? 45_000;
+  const idleTimeoutMs = reconnect.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
   const session: { sessionId: string | undefined; cursor: number | undefined; indexes: WeakMap<AgentEvent, number> } = {
     sessionId: 'start' in begin ? undefined : 'resume' in begin ? begin.resume.sessionId : begin.attach.sessionId,
     // A resumed session's cursor is read from its status before the answer goes in.
@@ -74,20 +80,31 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
             cause: error,
           });
         }
-        const backoff = Math.min(maxDelayMs, initialDelayMs * 2 ** (failures - 1)) * (0.5 + Math.random() / 2);
-        const delay = Math.max(backoff, retryAfterOf(error) ?? 0);
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(done, delay);
-          signal.addEventListener('abort', done, { once: true });
-          function done() {
-            clearTimeout(timer);
-            signal.removeEventListener('abort', done);
-            resolve();
-          }
-        });
+        await sleep(delayAfter(failures, error), signal);
         if (signal.aborted) throw error;
       },
     };
+  };
+
+  /** The wait after the `failures`-th failure in a row: doubling, with jitter, or the server's `Retry-After` when longer. */
+  const delayAfter = (failures: number, error: AgentClientError): number => {
+    const backoff = Math.min(maxDelayMs, initialDelayMs * 2 ** (failures - 1)) * (0.5 + Math.random() / 2);
+    return Math.max(backoff, retryAfterOf(error) ?? 0);
+  };
+
+  /** Sends `sessions/new`, again after a 429 or 503: a refusal made no session, so asking again cannot make two. */
+  const create = async (start: StartRequest, signal: AbortSignal): Promise<Response> => {
+    for (let refusals = 0; ; refusals += 1) {
+      try {
+        // Not aborted midway: a session the server created must be known, to be cancelled.
+        return await connection.send('POST', `${SESSIONS}new`, { body: start });
+      } catch (error) {
+        const refused = error instanceof AgentClientError && error.kind === 'http' && (error.status === 429 || error.status === 503);
+        if (!refused || refusals >= maxAttempts || signal.aborted) throw error;
+        await sleep(delayAfter(refusals + 1, error), signal);
+        if (signal.aborted) throw error;
+      }
+    }
   };
 
   const status = async (signal: AbortSignal): Promise<{ status: string; eventCount: number }> => {
@@ -149,7 +166,11 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
       let next: Promise<IteratorResult<SseEvent>> | undefined;
       try {
         const cursor = session.cursor ?? -1;
-        const response = await connection.send('GET', path(`?alt=sse${cursor >= 0 ? `&after=${cursor}` : ''}`), { signal: stream.signal, stream: true });
+        const response = await connection.send('GET', path(`?alt=sse${cursor >= 0 ? `&after=${cursor}` : ''}`), {
+          signal: stream.signal,
+          stream: true,
+          ...(idleTimeoutMs > 0 ? { timeoutMs: idleTimeoutMs } : {}),
+        });
         messages = connection
           .messages(response, {
             // An id only counts on the event that carries one; a stream cut mid-event is a drop.
@@ -214,7 +235,6 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
           const event = connection.parse(message.data);
           // Without ids, each agent event is the next index after the cursor.
           session.cursor = index ?? (session.cursor ?? -1) + 1;
-          session.indexes.set(event, session.cursor);
           backoff.reset();
           unprobed = false;
           quietMs = SETTLE_MS;
@@ -223,6 +243,9 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
             yield deliver(held);
             held = undefined;
           }
+          // A newer server's event of a type this client does not know keeps its place in the count, unseen.
+          if (event === undefined) continue;
+          session.indexes.set(event, session.cursor);
           if (waits(event)) held = event;
           else {
             yield deliver(event);
@@ -236,10 +259,9 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
         continue;
       } finally {
         signal.removeEventListener('abort', stop);
-        if (next) {
-          stream.abort();
-          await next.catch(() => undefined);
-        }
+        // Whatever is still in flight (a read, or a request given up on) is let go of.
+        stream.abort();
+        if (next) await next.catch(() => undefined);
         await messages?.return?.().catch(() => undefined);
       }
       if (signal.aborted) return;
@@ -282,8 +304,7 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
     interactionId: undefined,
     async *open(request, signal) {
       if (request && 'start' in request) {
-        // Not aborted midway: a session the server created must be known, to be cancelled.
-        const body = await connection.json(await connection.send('POST', `${SESSIONS}new`, { body: request.start }));
+        const body = await connection.json(await create(request.start, signal));
         if (typeof body.sessionId !== 'string' || body.sessionId.length === 0) {
           throw new AgentClientError('protocol', 'sessions/new answered without a sessionId');
         }
@@ -305,6 +326,23 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
 /** How long a stream may stay quiet after a waiting event before the session's status is asked. */
 const SETTLE_MS = 200;
 const MAX_SETTLE_MS = 5_000;
+
+/** Waits `ms`, or less when `signal` aborts. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (signal.aborted) {
+      resolve();
+      return;
+    }
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+  });
+}
 
 /** Whether `promise` settles within `ms`. */
 async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {

@@ -14,6 +14,14 @@ function parseChunks(chunks: Uint8Array[]): SseEvent[] {
   return events;
 }
 
+function bytesOf(text: string): AsyncIterable<Uint8Array> {
+  return {
+    async *[Symbol.asyncIterator]() {
+      yield encoder.encode(text);
+    },
+  };
+}
+
 function splitAt(bytes: Uint8Array, offset: number): Uint8Array[] {
   return [bytes.subarray(0, offset), bytes.subarray(offset)];
 }
@@ -124,6 +132,35 @@ describe('SSE parser', () => {
       .split(/\r\n|\r|\n/)
       .filter((line) => line.startsWith('data:'));
     expect(whole.length).toBeLessThanOrEqual(dataLines.length);
+  });
+
+  it('drops one byte order mark at the start of the stream, even split across chunks, and keeps one inside a value', () => {
+    const events = everyOffsetAgrees(encoder.encode('\uFEFFdata: a\n\ndata: \uFEFFb\n\n'));
+    expect(events).toEqual([{ data: 'a' }, { data: '\uFEFFb' }]);
+  });
+
+  it('ignores an id that holds a NUL, keeping the last good one', async () => {
+    const text = 'id: 1\ndata: a\n\nid: 2\u0000x\ndata: b\n\n';
+    expect(everyOffsetAgrees(encoder.encode(text))).toEqual([
+      { data: 'a', id: '1' },
+      { data: 'b', id: '1' },
+    ]);
+    const own: SseEvent[] = [];
+    for await (const event of parseSseStream(bytesOf(text), { carryId: false })) own.push(event);
+    expect(own).toEqual([{ data: 'a', id: '1' }, { data: 'b' }]);
+  });
+
+  it('yields half a million tiny events that arrive in one chunk, in order, in linear time', async () => {
+    // Taken one at a time off the front of an array this took about a minute.
+    const count = 500_000;
+    let seen = 0;
+    let inOrder = true;
+    for await (const event of parseSseStream(bytesOf('data: x\n\nid: 1\ndata: y\n\n'.repeat(count / 2)))) {
+      if (event.data !== (seen % 2 === 0 ? 'x' : 'y')) inOrder = false;
+      seen += 1;
+    }
+    expect(seen).toBe(count);
+    expect(inOrder).toBe(true);
   });
 
   it('with carryId false, sets id only on events whose block has an id line, so a repeated id stays visible', async () => {

@@ -205,16 +205,22 @@ export async function* parseSseStream(
   stream: ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>,
   options: SseParserOptions = {},
 ): AsyncGenerator<SseEvent> {
-  const queue: SseEvent[] = [];
+  let queue: SseEvent[] = [];
   const parser = createSseParser((event) => queue.push(event), options);
   const iterable: AsyncIterable<Uint8Array> =
     Symbol.asyncIterator in stream ? (stream as AsyncIterable<Uint8Array>) : readerIterable(stream as ReadableStream<Uint8Array>);
+  // The events of a chunk are handed over as a batch: taking them one by one off the front of the
+  // array (`shift()`) costs time in proportion to what is left once it is large, so a chunk holding
+  // a few hundred thousand small events would take minutes.
   for await (const bytes of iterable) {
     parser.push(bytes);
-    while (queue.length > 0) yield queue.shift() as SseEvent;
+    if (queue.length === 0) continue;
+    const batch = queue;
+    queue = [];
+    for (const event of batch) yield event;
   }
   parser.end();
-  while (queue.length > 0) yield queue.shift() as SseEvent;
+  yield* queue;
 }
 
 async function* readerIterable(stream: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
