@@ -1,4 +1,5 @@
 import { deriveChatLog, type ChatLogEntry } from '../agent-fs/index.js';
+import { isAgentError } from '../errors/index.js';
 import type { JsonObject, LLMContent } from '../protocol/content.js';
 import { MAX_CELL_TEXT_LENGTH, MAX_READ_CHARACTERS, toTextCell, type SheetManager } from './sheet-manager.js';
 
@@ -12,8 +13,8 @@ export const MAX_RECALLED_ENTRIES = 1000;
 /** The most characters (of their texts together) the recalled entries hold: the latest ones that fit. */
 export const MAX_RECALLED_CHARACTERS = MAX_READ_CHARACTERS;
 /**
- * A log is read from its end, this many rows at a time and at most {@link MAX_RECALL_READS}
- * times, so a log that keeps growing never makes a read too large to answer.
+ * A log too large to read whole is read from its end, this many rows at a time and at most
+ * {@link MAX_RECALL_READS} times.
  */
 const RECALL_WINDOW_ROWS = 1000;
 const MAX_RECALL_READS = 3;
@@ -38,7 +39,7 @@ export interface ChatLogSheet {
   /**
    * The entries of earlier sessions (the latest ones, at most {@link MAX_RECALLED_ENTRIES} and
    * {@link MAX_RECALLED_CHARACTERS}), creating the tab when there is none. This session's own rows
-   * are left out: its history already holds them. Only the end of a long log is read.
+   * are left out: its history already holds them. A log too large to read whole is read from its end.
    */
   recall(signal?: AbortSignal): Promise<ChatLogEntry[]>;
   /** Saves the question of a chat call that is waiting for the user; other calls are ignored. */
@@ -72,23 +73,19 @@ export function createChatLogSheet(options: ChatLogSheetOptions): ChatLogSheet {
   return {
     async recall(signal) {
       const rowCount = await sheets.ensureSystemSheet(CHAT_LOG_SHEET, CHAT_LOG_COLUMNS, signal);
-      // Newest first, until enough are found or the start of the log is reached.
-      const recalled: ChatLogEntry[] = [];
-      let characters = 0;
-      let end = rowCount;
-      for (let read = 0; read < MAX_RECALL_READS && end >= 1; read += 1) {
-        const start = Math.max(1, end - RECALL_WINDOW_ROWS + 1);
-        const rows = await sheets.readSheet(`${CHAT_LOG_SHEET}!A${start}:D${end}`, signal);
-        for (let index = rows.length - 1; index >= 0; index -= 1) {
-          const entry = toEntry(rows[index] as string[], sessionId);
-          if (!entry) continue;
-          characters += entry.parts[0].text.length;
-          if (recalled.length === MAX_RECALLED_ENTRIES || characters > MAX_RECALLED_CHARACTERS) return recalled.reverse();
-          recalled.push(entry);
+      const recall = new Recall(sessionId);
+      try {
+        recall.addNewestFirst(await sheets.readSheet(CHAT_LOG_RANGE, signal));
+      } catch (error) {
+        if (!isAnswerTooLarge(error)) throw error;
+        // A log grown past what one answer may carry is read from its end, a window at a time.
+        for (let read = 0, end = rowCount; read < MAX_RECALL_READS && end >= 1 && !recall.full; read += 1) {
+          const start = Math.max(1, end - RECALL_WINDOW_ROWS + 1);
+          recall.addNewestFirst(await sheets.readSheet(`${CHAT_LOG_SHEET}!A${start}:D${end}`, signal));
+          end = start - 1;
         }
-        end = start - 1;
       }
-      return recalled.reverse();
+      return recall.entries();
     },
     async recordQuestion(call, signal) {
       if (!CHAT_FUNCTIONS.has(call.name)) return;
@@ -107,6 +104,40 @@ export function createChatLogSheet(options: ChatLogSheetOptions): ChatLogSheet {
       }
     },
   };
+}
+
+/** The entries of earlier sessions a recall keeps: the latest ones, within its limits. */
+class Recall {
+  readonly #sessionId: string;
+  /** Newest first. */
+  readonly #entries: ChatLogEntry[] = [];
+  #characters = 0;
+  full = false;
+
+  constructor(sessionId: string) {
+    this.#sessionId = sessionId;
+  }
+
+  /** Takes rows of the log from the last one back, until the recall is full. */
+  addNewestFirst(rows: readonly string[][]): void {
+    for (let index = rows.length - 1; index >= 0 && !this.full; index -= 1) {
+      const entry = toEntry(rows[index] as string[], this.#sessionId);
+      if (!entry) continue;
+      this.#characters += entry.parts[0].text.length;
+      if (this.#entries.length === MAX_RECALLED_ENTRIES || this.#characters > MAX_RECALLED_CHARACTERS) this.full = true;
+      else this.#entries.push(entry);
+    }
+  }
+
+  /** Oldest first. */
+  entries(): ChatLogEntry[] {
+    return this.#entries.reverse();
+  }
+}
+
+/** Whether a read failed because its answer was larger than the Drive client takes (its `details.limit`). */
+function isAnswerTooLarge(error: unknown): boolean {
+  return isAgentError(error) && typeof error.details?.limit === 'number';
 }
 
 /** The entry a row of the log holds, or `undefined` for a row to skip (too short, a header, this session's). */
