@@ -1,26 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import { AgentError } from '../errors/index.js';
-import { createHttpDriveOperationsClient } from '../http/index.js';
 import type { BackendClient, DriveOperationsClient } from '../ports/index.js';
 import type { JsonObject } from '../protocol/content.js';
 import type { AgentEvent, AgentEventOf } from '../protocol/events.js';
 import type { GenerateContentResponse } from '../protocol/gemini.js';
 import { run } from '../run/index.js';
-import { createFakeGoogleDrive, createMemoryInteractionStore, createScriptedBackendClient, functionCallChunk, type FakeGoogleDrive } from '../testing/index.js';
+import { createMemoryInteractionStore, createScriptedBackendClient, functionCallChunk } from '../testing/index.js';
+import { fakeDriveClient } from '../../test/fake-drive-client.js';
 
 const TOKEN = 'ya29.a0-secret-user-token';
 const REQUEST = { segments: [{ type: 'text' as const, text: 'Save to Drive' }], flags: { enableGoogleDriveTools: true } };
 
-function googleDrive(): { fake: FakeGoogleDrive; drive: DriveOperationsClient } {
-  const fake = createFakeGoogleDrive({ accessToken: TOKEN });
-  const drive = createHttpDriveOperationsClient({
-    fetch: (input, init) => fake.fetch(new Request(input, init)),
-    getAccessToken: () => TOKEN,
-    baseUrls: fake.baseUrls('http://google.test'),
-    retry: { maxAttempts: 1 },
-  });
-  return { fake, drive };
-}
+const googleDrive = () => fakeDriveClient(TOKEN);
 
 /** A Drive client that fails every call the way `fail` says; only the methods the functions use. */
 function failingDrive(fail: () => Promise<never>): DriveOperationsClient {

@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { AgentFileSystem, TaskTreeManager } from '../agent-fs/index.js';
-import { createHttpDriveOperationsClient } from '../http/index.js';
 import { createSheetManager, type SheetManager } from '../memory/index.js';
 import type { DriveOperationsClient } from '../ports/index.js';
 import type { JsonObject } from '../protocol/content.js';
@@ -9,14 +8,13 @@ import type { AgentEvent } from '../protocol/events.js';
 import type { GenerateContentResponse } from '../protocol/gemini.js';
 import { run } from '../run/index.js';
 import {
-  createFakeGoogleDrive,
   createMemoryInteractionStore,
   createScriptedBackendClient,
   functionCallChunk,
-  type FakeGoogleDrive,
   type ScriptedBackendClient,
 } from '../testing/index.js';
 import { createMemoryGroup, toFunctionDeclaration, type FunctionContext } from './index.js';
+import { fakeDriveClient } from '../../test/fake-drive-client.js';
 
 interface FunctionFacts {
   params: string[];
@@ -26,16 +24,7 @@ interface FunctionFacts {
 
 const FACTS = JSON.parse(readFileSync(new URL('../../../../fixtures/functions/function-facts.json', import.meta.url), 'utf8')) as Record<string, FunctionFacts>;
 
-function googleDrive(): { fake: FakeGoogleDrive; drive: DriveOperationsClient } {
-  const fake = createFakeGoogleDrive({ accessToken: 'user-token' });
-  const drive = createHttpDriveOperationsClient({
-    fetch: (input, init) => fake.fetch(new Request(input, init)),
-    getAccessToken: () => 'user-token',
-    baseUrls: fake.baseUrls('http://google.test'),
-    retry: { maxAttempts: 1 },
-  });
-  return { fake, drive };
-}
+const googleDrive = () => fakeDriveClient('user-token');
 
 const turn = (name: string, args: JsonObject = {}): GenerateContentResponse[] => [functionCallChunk(name, args)];
 const done = turn('system_objective_fulfilled', { objective_outcome: 'Done' });

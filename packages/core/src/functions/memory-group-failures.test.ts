@@ -1,34 +1,22 @@
 import { describe, expect, it } from 'vitest';
-import { createHttpDriveOperationsClient } from '../http/index.js';
 import type { DriveOperationsClient } from '../ports/index.js';
 import type { JsonObject } from '../protocol/content.js';
 import type { AgentEvent } from '../protocol/events.js';
 import type { GenerateContentResponse } from '../protocol/gemini.js';
 import { run } from '../run/index.js';
 import {
-  createFakeGoogleDrive,
   createMemoryInteractionStore,
   createScriptedBackendClient,
   functionCallChunk,
-  type FakeGoogleDrive,
   type ScriptedBackendClient,
 } from '../testing/index.js';
+import { fakeDriveClient } from '../../test/fake-drive-client.js';
 
 const TOKEN = 'ya29.secret-user-token';
 const GRAPH = { url: 'drive:/graph-5', title: 'Notes keeper' };
 const SPREADSHEET = 'application/vnd.google-apps.spreadsheet';
 
-function googleDrive(options: { maxResponseBytes?: number } = {}): { fake: FakeGoogleDrive; drive: DriveOperationsClient } {
-  const fake = createFakeGoogleDrive({ accessToken: TOKEN });
-  const drive = createHttpDriveOperationsClient({
-    fetch: (input, init) => fake.fetch(new Request(input, init)),
-    getAccessToken: () => TOKEN,
-    baseUrls: fake.baseUrls('http://google.test'),
-    retry: { maxAttempts: 1 },
-    ...options,
-  });
-  return { fake, drive };
-}
+const googleDrive = (options: { maxResponseBytes?: number } = {}) => fakeDriveClient(TOKEN, options);
 
 type Step = GenerateContentResponse[] | (() => GenerateContentResponse[]);
 const turn = (name: string, args: JsonObject = {}): GenerateContentResponse[] => [functionCallChunk(name, args)];

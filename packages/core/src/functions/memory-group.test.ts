@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { createHttpDriveOperationsClient } from '../http/index.js';
 import type { AgentPorts, DriveOperationsClient, InteractionStore } from '../ports/index.js';
 import type { JsonObject } from '../protocol/content.js';
 import type { AgentEvent } from '../protocol/events.js';
@@ -8,13 +7,12 @@ import type { Segment, StartRequest } from '../protocol/requests.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
 import { readInteractionState, resume, run } from '../run/index.js';
 import {
-  createFakeGoogleDrive,
   createMemoryInteractionStore,
   createScriptedBackendClient,
   functionCallChunk,
-  type FakeGoogleDrive,
   type ScriptedBackendClient,
 } from '../testing/index.js';
+import { fakeDriveClient } from '../../test/fake-drive-client.js';
 
 const MEMORY_TOOL: Segment = { type: 'tool', path: 'function-group/use-memory', title: 'Use Memory' };
 const GRAPH = { url: 'drive:/graph-7', title: 'Score keeper' };
@@ -25,15 +23,7 @@ async function collect(events: AsyncIterable<AgentEvent>): Promise<AgentEvent[]>
   return all;
 }
 
-function googleDrive(): { fake: FakeGoogleDrive; drive: DriveOperationsClient } {
-  const fake = createFakeGoogleDrive({ accessToken: 'user-token' });
-  const drive = createHttpDriveOperationsClient({
-    fetch: (input, init) => fake.fetch(new Request(input, init)),
-    getAccessToken: () => 'user-token',
-    baseUrls: fake.baseUrls('http://google.test'),
-  });
-  return { fake, drive };
-}
+const googleDrive = () => fakeDriveClient('user-token');
 
 const memoryRequest = (text: string, extra: Partial<StartRequest> = {}): StartRequest => ({
   segments: [{ type: 'text', text }, MEMORY_TOOL],

@@ -1,15 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { createHttpDriveOperationsClient } from '../http/index.js';
-import { createFakeGoogleDrive } from '../testing/index.js';
+import { fakeDriveClient } from '../../test/fake-drive-client.js';
 import { createChatLogSheet, createSheetManager, MAX_RECALLED_CHARACTERS, MAX_RECALLED_ENTRIES } from './index.js';
 
 function setup() {
-  const fake = createFakeGoogleDrive();
-  const drive = createHttpDriveOperationsClient({
-    fetch: (input, init) => fake.fetch(new Request(input, init)),
-    getAccessToken: () => 'token',
-    baseUrls: fake.baseUrls('http://google.test'),
-  });
+  const { fake, drive } = fakeDriveClient('token');
   const sheets = createSheetManager({ drive, graph: { url: 'drive:/graph-1' } });
   const rows = async () => fake.sheetValues((await sheets.spreadsheetId()) as string, '__chat_log__');
   return { fake, drive, sheets, rows };

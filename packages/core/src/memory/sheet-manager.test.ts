@@ -1,19 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { createHttpDriveOperationsClient } from '../http/index.js';
-import { createFakeGoogleDrive, type FakeGoogleDrive } from '../testing/index.js';
+import { fakeDriveClient } from '../../test/fake-drive-client.js';
+import type { FakeGoogleDrive } from '../testing/index.js';
 import { createSheetManager, isSystemSheetName, memoryFileKey, parseSheetName, quoteSheetName } from './index.js';
 
 const TOKEN = 'ya29.memory-test';
 const SPREADSHEET = 'application/vnd.google-apps.spreadsheet';
 
 function setup(graph: { url: string; title?: string } = { url: 'drive:/graph-1', title: 'Trip planner' }) {
-  const fake = createFakeGoogleDrive({ accessToken: TOKEN });
-  const drive = createHttpDriveOperationsClient({
-    fetch: (input, init) => fake.fetch(new Request(input, init)),
-    getAccessToken: () => TOKEN,
-    baseUrls: fake.baseUrls('http://google.test'),
-    retry: { maxAttempts: 1 },
-  });
+  const { fake, drive } = fakeDriveClient(TOKEN);
   return { fake, drive, sheets: createSheetManager({ drive, graph }) };
 }
 
