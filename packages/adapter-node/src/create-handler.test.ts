@@ -127,3 +127,31 @@ describe('createHandler with uiMessageStream', () => {
     expect(legacy.status).toBe(400);
   });
 });
+
+describe('createHandler: failures', () => {
+  it('answers a request whose ports cannot be built with a coded error naming no file and no key: an SSE error event, or 500 JSON', async () => {
+    const url = await listen({
+      createPorts: () => {
+        throw new Error("ENOENT: no such file or directory, open '/srv/agent/keys.json' (key=AIzaSyA-1234567890abcdefghijklmnopqrstu)");
+      },
+    });
+    const post = (path: string, body: unknown) =>
+      fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const start = { start: { segments: [{ textSegment: { text: 'Hi' } }] } };
+
+    const sse = await post('/v1beta1/streamRunAgent?alt=sse', start);
+    expect(sse.status).toBe(200);
+    const text = await sse.text();
+    expect(chunksOf(text)).toEqual([{ error: { code: 'INTERNAL', message: expect.any(String) } }]);
+    const json = await post('/v1beta1/streamRunAgent', start);
+    expect(json.status).toBe(500);
+    const answer = await json.text();
+    expect(JSON.parse(answer)).toMatchObject({ error: { code: 'INTERNAL', status: 500 } });
+    const session = await post('/v1beta1/sessions/new', start);
+    expect(session.status).toBe(500);
+    const sessionAnswer = await session.text();
+    for (const body of [text, answer, sessionAnswer]) {
+      expect(body).not.toMatch(/\/srv\/agent|AIzaSy|\bat [^ ]+ \(/);
+    }
+  });
+});

@@ -1,6 +1,6 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { createNodeFetch } from './node-fetch.js';
 
 describe('createNodeFetch', () => {
@@ -127,5 +127,110 @@ describe('createNodeFetch', () => {
         await new Promise((resolve) => server.close(resolve));
       }
     }
+  });
+
+  describe('against a hostile server', () => {
+    let server: import('node:http').Server | undefined;
+    const held: Array<import('node:http').ServerResponse> = [];
+    let bytesSent = 0;
+    afterEach(async () => {
+      for (const response of held.splice(0)) response.destroy();
+      server?.closeAllConnections();
+      await new Promise((resolve) => server?.close(resolve));
+      server = undefined;
+    });
+    async function hostile(): Promise<string> {
+      bytesSent = 0;
+      server = createServer((request, response) => {
+        if (request.url === '/stall-after-headers') {
+          response.writeHead(200, { 'content-type': 'text/event-stream' });
+          response.write('data: 1\n\n');
+          held.push(response);
+        } else if (request.url === '/stall-before-headers') {
+          held.push(response);
+        } else if (request.url?.startsWith('/loop')) {
+          response.writeHead(302, { location: `/loop${Number(request.url.slice(5) || 0) + 1}` });
+          response.end();
+        } else {
+          // Endless: writes while the socket takes it, then waits for it to drain.
+          response.writeHead(200, { 'content-type': 'application/octet-stream' });
+          const chunk = Buffer.alloc(64 * 1024, 97);
+          const pump = (): void => {
+            while (!response.destroyed) {
+              bytesSent += chunk.byteLength;
+              if (!response.write(chunk)) return;
+            }
+          };
+          response.on('drain', pump);
+          pump();
+          held.push(response);
+        }
+      });
+      await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+      return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    }
+
+    it('closes the pool while an answer stalls after its headers, failing the read rather than waiting for the server', async () => {
+      const base = await hostile();
+      const pooled = createNodeFetch();
+      const response = await pooled(`${base}/stall-after-headers`);
+      const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+      expect(new TextDecoder().decode((await reader.read()).value)).toBe('data: 1\n\n');
+      const nextRead = reader.read().then(
+        () => 'read',
+        (error: Error & { cause?: Error }) => `${error.name}: ${error.cause?.message}`,
+      );
+      const waiting = pooled(`${base}/stall-before-headers`).then(
+        () => 'answered',
+        (error: Error & { cause?: Error }) => `${error.message}: ${error.cause?.message}`,
+      );
+      await expect.poll(() => held.length).toBe(2);
+      await pooled.close();
+      expect(await nextRead).toBe('TypeError: This fetch was closed');
+      expect(await waiting).toBe('fetch failed: This fetch was closed');
+      // The server sees both connections go.
+      await expect.poll(() => held.every((answer) => answer.destroyed)).toBe(true);
+    });
+
+    it('stops after 20 redirects of a loop with a TypeError', async () => {
+      const base = await hostile();
+      const pooled = createNodeFetch();
+      try {
+        const outcome = await pooled(`${base}/loop`).then(
+          () => 'followed',
+          (error: Error & { cause?: Error }) => `${error.message}: ${error.cause?.message}`,
+        );
+        expect(outcome).toBe('fetch failed: redirect count exceeded');
+      } finally {
+        await pooled.close();
+      }
+    });
+
+    it('reads an endless answer only as fast as the caller does, and closes while it is half read', async () => {
+      const base = await hostile();
+      const pooled = createNodeFetch();
+      const response = await pooled(`${base}/endless`);
+      const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+      let received = 0;
+      while (received < 1024 * 1024) received += (await reader.read()).value?.byteLength ?? 0;
+      // The caller stops reading: the server soon cannot write more, whatever the socket buffers took.
+      let settled = 0;
+      await expect
+        .poll(
+          async () => {
+            const before = bytesSent;
+            await new Promise((resolve) => setTimeout(resolve, 150));
+            settled = bytesSent;
+            return bytesSent === before;
+          },
+          { timeout: 10_000, interval: 10 },
+        )
+        .toBe(true);
+      expect(settled).toBeLessThan(64 * 1024 * 1024);
+      // The body is never read to its end, yet the pool closes, and with it the connection.
+      await pooled.close();
+      await expect.poll(() => held[0]?.destroyed).toBe(true);
+      await expect(reader.read()).rejects.toThrow(TypeError);
+    });
   });
 });

@@ -11,7 +11,12 @@ export interface NodeFetchOptions {
   keepAliveTimeout?: number;
 }
 
-/** A standard `fetch` backed by one pooled keep-alive undici agent, with `close()` to release it. */
+/**
+ * A standard `fetch` backed by one pooled keep-alive undici agent, with `close()` to release it:
+ * later requests fail, requests still waiting for an answer or reading one fail with `TypeError`
+ * (cause: `This fetch was closed`), and every socket is closed. It resolves once they are, even
+ * when a server stalls or an answer is never read to its end.
+ */
 export type NodeFetch = typeof fetch & { close(): Promise<void> };
 
 type Undici = typeof import('undici');
@@ -78,7 +83,9 @@ export function createNodeFetch(options: NodeFetchOptions = {}): NodeFetch {
   };
   const close = async (): Promise<void> => {
     closed = true;
-    await agent?.close();
+    // Not `agent.close()`, which waits for every request in flight to end: a stalled answer, or a
+    // body nobody reads to its end, would hold it for good.
+    await agent?.destroy(new Error('This fetch was closed'));
   };
   return Object.assign(pooled as unknown as typeof fetch, { close });
 }

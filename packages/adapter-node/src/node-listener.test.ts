@@ -1,5 +1,5 @@
-import { createServer } from 'node:http';
-import { connect } from 'node:net';
+import { Agent, createServer, request as httpRequest } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAgentHandler } from '@org/core/http';
 import { createMemoryInteractionStore, createScriptedBackendClient, functionCallChunk, thoughtChunk } from '@org/core/testing';
@@ -105,6 +105,50 @@ function rawExchange(port: number, text: string): Promise<string> {
   });
 }
 
+/** Like {@link rawExchange}, but also resolves when the connection ends in an error (a reset), with what arrived before. */
+function rawAnswer(port: number, text: string): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(text));
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
+    socket.on('error', () => undefined);
+    socket.on('close', () => resolve(received));
+  });
+}
+
+/**
+ * Sends everything before reading anything, as many simple clients do (they read the answer once
+ * the request is out), and resolves with what the server sent until it closed, and the error, if any.
+ */
+function sendAllThenRead(port: number, text: string): Promise<{ received: string; error: string | undefined }> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.pause();
+    let received = '';
+    let error: string | undefined;
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
+    socket.on('error', (failure: NodeJS.ErrnoException) => (error ??= failure.code ?? failure.message));
+    socket.on('close', () => resolve({ received, error }));
+    socket.write(text, (failure) => {
+      if (!failure) socket.resume();
+    });
+  });
+}
+
+/** Waits, turn by turn of the event loop (no timers), until `check` holds; whether it did. */
+async function settles(check: () => boolean): Promise<boolean> {
+  for (let turn = 0; turn < 2000 && !check(); turn += 1) await new Promise((resolve) => setImmediate(resolve));
+  return check();
+}
+
+/** A model that thinks for a long time, one short thought after another. */
+function endlessThinker() {
+  return createScriptedBackendClient(() => Array.from({ length: 2000 }, (_, index) => thoughtChunk(`t${index}`)), { chunkDelayMs: 20 });
+}
+
+const START_BODY = JSON.stringify({ segments: [{ type: 'text', text: 'think' }] });
+const START_REQUEST = `POST /v1beta1/streamRunAgent HTTP/1.1\r\nHost: localhost\r\ncontent-type: application/json\r\ncontent-length: ${START_BODY.length}\r\n\r\n${START_BODY}`;
+
 function greeterPorts() {
   const store = createMemoryInteractionStore();
   const backend = createScriptedBackendClient((request) => {
@@ -156,7 +200,7 @@ describe('adapter-node: request targets', () => {
     expect(doubleSlash).toContain('//127.0.0.1:1/v1beta1/x');
   });
 
-  it('answers TRACE, which a Web Request cannot carry, with 405 without calling the handler', async () => {
+  it('answers TRACE and CONNECT, which a Web Request cannot carry, with 405 without calling the handler', async () => {
     let called = 0;
     server = await serve({
       handler: async () => {
@@ -167,6 +211,10 @@ describe('adapter-node: request targets', () => {
     const answer = await rawExchange(server.port, 'TRACE /v1beta1/streamRunAgent HTTP/1.1\r\nHost: localhost\r\n\r\n');
     expect(answer).toMatch(/^HTTP\/1\.1 405 /);
     expect(answer).toContain('"code":"METHOD_NOT_ALLOWED","message":"TRACE requests are not served"');
+    // Node hands CONNECT to the server's `connect` event, never to the handler.
+    const tunnel = await rawExchange(server.port, 'CONNECT example.test:443 HTTP/1.1\r\nHost: example.test:443\r\n\r\n');
+    expect(tunnel).toMatch(/^HTTP\/1\.1 405 /);
+    expect(tunnel).toContain('"code":"METHOD_NOT_ALLOWED","message":"CONNECT requests are not served"');
     expect(called).toBe(0);
     expect(await (await fetch(`${server.url}/x`)).text()).toBe('ok');
   });
@@ -207,6 +255,84 @@ describe('adapter-node: request targets', () => {
     const response = await fetch(`${server.url}/x`);
     expect(response.status).toBe(500);
     expect(await response.json()).toEqual({ error: { code: 'INTERNAL', message: 'The server failed to answer this request', status: 500 } });
+  });
+  it('answers two Host headers, or one that names no host, with 400, and gives the handler any host name the client sent', async () => {
+    const seen: string[] = [];
+    server = await serve({
+      handler: async (request) => {
+        seen.push(new URL(request.url).host);
+        return new Response('ok');
+      },
+    });
+    const ask = (hostLines: string, version = '1.1'): Promise<string> =>
+      rawExchange(server!.port, `GET /x HTTP/${version}\r\n${hostLines}Connection: close\r\n\r\n`);
+    for (const host of ['x:99999', '[::1]:70000', '1.2.3.4.5', 'exa mple', 'user@example.test', 'example.test/evil', '[::1']) {
+      const answer = await ask(`Host: ${host}\r\n`);
+      expect(answer, host).toMatch(/^HTTP\/1\.1 400 /);
+      expect(answer, host).toContain(`"code":"BAD_REQUEST","message":"The Host header \\"${host}\\" is not a host name or address with an optional port"`);
+    }
+    const twice = await ask('Host: example.test\r\nHost: other.test\r\n');
+    expect(twice).toMatch(/^HTTP\/1\.1 400 /);
+    expect(twice).toContain('"message":"The request has more than one Host header"');
+    // Node's parser refuses an HTTP/1.1 request without one.
+    expect(await ask('')).toMatch(/^HTTP\/1\.1 400 /);
+    expect(seen).toEqual([]);
+    for (const host of ['my_service:8080', 'Example.Test', '127.0.0.1:1', '[::1]:8080']) {
+      expect(await ask(`Host: ${host}\r\n`), host).toMatch(/^HTTP\/1\.1 200 /);
+    }
+    // HTTP/1.0 may leave it out.
+    expect(await ask('', '1.0')).toMatch(/^HTTP\/1\.1 200 /);
+    expect(seen).toEqual(['my_service:8080', 'example.test', '127.0.0.1:1', '[::1]:8080', 'localhost']);
+  });
+
+  it('lets a page served under a host name with an underscore call the agent as its own origin', async () => {
+    server = await serve({ handler: createAgentHandler({ createPorts: greeterPorts() }) });
+    const body = JSON.stringify({ start: { segments: [{ textSegment: { text: 'Greet me' } }] } });
+    const answer = await rawExchange(
+      server.port,
+      `POST /v1beta1/streamRunAgent?alt=sse HTTP/1.1\r\nHost: agent_dev:8080\r\nOrigin: http://agent_dev:8080\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    );
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answer).toContain('"waitForInput"');
+  });
+
+  it('answers malformed messages with 400 before the handler, and fails the body a handler reads when it turns malformed', async () => {
+    let called = 0;
+    let bodyFailures = 0;
+    server = await serve({
+      handler: async (request) => {
+        called += 1;
+        await request.text().catch(() => (bodyFailures += 1));
+        return new Response('ok');
+      },
+    });
+    const malformed = {
+      'Content-Length and Transfer-Encoding': 'POST /x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n',
+      'two Content-Lengths': 'POST /x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd',
+      'a folded header': 'GET /x HTTP/1.1\r\nHost: localhost\r\nX-A: a\r\n  folded\r\n\r\n',
+      'NUL in a header': 'GET /x HTTP/1.1\r\nHost: localhost\r\nX-A: a\0b\r\n\r\n',
+      'bare line feeds': 'GET /x HTTP/1.1\nHost: localhost\n\n',
+      'an unknown method': 'BREW /x HTTP/1.1\r\nHost: localhost\r\n\r\n',
+      'not HTTP at all': '\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03',
+    };
+    for (const [name, text] of Object.entries(malformed)) expect(await rawAnswer(server.port, text), name).toMatch(/^HTTP\/1\.1 400 /);
+    expect(called).toBe(0);
+    // Chunked bodies that are malformed from the start, or turn so while the handler reads them:
+    // the client gets 400 and the handler's read fails rather than hangs.
+    const bad = 'POST /x HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n';
+    expect(await rawAnswer(server.port, bad)).toMatch(/^HTTP\/1\.1 400 /);
+    expect(await settles(() => bodyFailures === 1)).toBe(true);
+    const broken = new Promise<string>((resolve) => {
+      const socket = connect(server!.port, '127.0.0.1', () => socket.write('POST /x HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n'));
+      let received = '';
+      socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
+      socket.on('error', () => undefined);
+      socket.on('close', () => resolve(received));
+      void settles(() => called === 2).then(() => socket.write('zz\r\nnot a chunk\r\n'));
+    });
+    expect(await broken).toMatch(/^HTTP\/1\.1 400 /);
+    expect(await settles(() => bodyFailures === 2)).toBe(true);
+    expect(await (await fetch(`${server.url}/x`)).text()).toBe('ok');
   });
 });
 
@@ -258,10 +384,108 @@ describe('adapter-node: connection limits', () => {
     expect(await (await fetch(`${server.url}/`)).text()).toBe('ok');
   });
 
+  it('answers headers sent a byte at a time, a body that trickles and a connection that sends nothing with 408, while others are served', async () => {
+    server = await serve({ handler: async (request) => new Response(`ok ${(await request.text()).length}`), headersTimeoutMs: 300, requestTimeoutMs: 600 });
+    const port = server.port;
+    /** Opens a connection that sends `text` one byte every few ms, for ever; resolves with the answer once the server closes it. */
+    const drip = (text: string): Promise<string> =>
+      new Promise((resolve) => {
+        const socket = connect(port, '127.0.0.1');
+        let sent = 0;
+        let received = '';
+        const timer = setInterval(() => {
+          if (!socket.destroyed) socket.write(text.charAt(sent++ % text.length));
+        }, 5);
+        socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
+        socket.on('error', () => undefined);
+        socket.on('close', () => {
+          clearInterval(timer);
+          resolve(received);
+        });
+      });
+    const slowloris = drip(`GET / HTTP/1.1\r\nHost: localhost\r\n${'X-Padding: 0\r\n'.repeat(1000)}`);
+    const trickle = drip(`POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000000\r\n\r\n${'x'.repeat(100_000)}`);
+    const silent = rawAnswer(port, '');
+    expect(await (await fetch(`${server.url}/`, { method: 'POST', body: 'hello' })).text()).toBe('ok 5');
+    expect(await slowloris).toMatch(/^HTTP\/1\.1 408 /);
+    expect(await silent).toMatch(/^HTTP\/1\.1 408 /);
+    expect(await trickle).toMatch(/^HTTP\/1\.1 408 /);
+    expect(await (await fetch(`${server.url}/`, { method: 'POST', body: 'again' })).text()).toBe('ok 5');
+  });
+
+  it('answers huge headers, too many headers and a URL of megabytes with 431 without calling the handler', async () => {
+    let called = 0;
+    server = await serve({
+      handler: async () => {
+        called += 1;
+        return new Response('ok');
+      },
+    });
+    const requests = {
+      'a 20 KB header': `GET / HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+      '5,000 headers': `GET / HTTP/1.1\r\nHost: localhost\r\n${'X-A: b\r\n'.repeat(5000)}\r\n`,
+      'a 2 MB URL': `GET /${'a'.repeat(2_000_000)} HTTP/1.1\r\nHost: localhost\r\n\r\n`,
+    };
+    for (const [name, text] of Object.entries(requests)) expect(await rawAnswer(server.port, text), name).toMatch(/^HTTP\/1\.1 431 /);
+    expect(called).toBe(0);
+    // Many headers that fit in the limit are served.
+    expect(await rawExchange(server.port, `GET / HTTP/1.1\r\nHost: localhost\r\n${'X-A: b\r\n'.repeat(1000)}Connection: close\r\n\r\n`)).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
+  it('answers a body over the limit with 413 even to a client that sends all of it before reading, declared or chunked, and keeps the connection', async () => {
+    server = await serve({ handler: createAgentHandler({ createPorts: greeterPorts(), maxBodyBytes: 1000 }) });
+    const big = 'x'.repeat(4 * 1024 * 1024);
+    const head = 'POST /v1beta1/streamRunAgent HTTP/1.1\r\nHost: localhost\r\ncontent-type: application/json\r\n';
+    const bodies = {
+      declared: `${head}content-length: ${big.length}\r\n\r\n${big}`,
+      chunked: `${head}transfer-encoding: chunked\r\n\r\n${big.length.toString(16)}\r\n${big}\r\n0\r\n\r\n`,
+    };
+    // A second request on the same connection once the body is out.
+    const next = 'GET /v1beta1/streamRunAgent HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n';
+    for (const [name, text] of Object.entries(bodies)) {
+      const { received, error } = await sendAllThenRead(server.port, text + next);
+      expect(error, name).toBeUndefined();
+      expect(received, name).toMatch(/^HTTP\/1\.1 413 [\s\S]*"code":"PAYLOAD_TOO_LARGE"/);
+      expect(received, name).toMatch(/HTTP\/1\.1 405 [\s\S]*"code":"METHOD_NOT_ALLOWED"/);
+    }
+  });
+
+  it('fails a read of the request body that goes on after the response ended, rather than leave it waiting', async () => {
+    let late: Promise<string> | undefined;
+    server = await serve({
+      handler: async (request) => {
+        const reader = (request.body as ReadableStream<Uint8Array>).getReader();
+        await reader.read();
+        late = (async () => {
+          while (!(await reader.read()).done);
+          return 'ended';
+        })().catch((error: Error) => `failed: ${error.message}`);
+        return new Response('early');
+      },
+    });
+    const socket = connect(server.port, '127.0.0.1', () =>
+      socket.write('POST /x HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n'),
+    );
+    socket.on('error', () => undefined);
+    let received = '';
+    await new Promise<void>((resolve) =>
+      socket.on('data', (chunk: Buffer) => {
+        received += chunk.toString();
+        if (received.includes('early')) resolve();
+      }),
+    );
+    try {
+      expect(await late).toBe('failed: The response ended before the request body was read');
+    } finally {
+      socket.destroy();
+    }
+  });
+
   it('refuses timeouts and caps that are not positive numbers', () => {
     expect(() => serve({ handler: async () => new Response(), requestTimeoutMs: 0 })).toThrow(/requestTimeoutMs must be a positive number/);
     expect(() => serve({ handler: async () => new Response(), maxConnections: Number.NaN })).toThrow(/maxConnections/);
     expect(() => serve({ handler: async () => new Response(), flushDelayMs: -1 })).toThrow(/flushDelayMs must be a number of milliseconds of at least 0/);
+    expect(() => serve({ handler: async () => new Response(), sendTimeoutMs: 0 })).toThrow(/sendTimeoutMs must be a positive number/);
   });
 });
 
@@ -397,5 +621,175 @@ describe('adapter-node: streaming responses', () => {
     } finally {
       socket.destroy();
     }
+  });
+  it('disconnects a client that reads nothing for sendTimeoutMs, aborting its request and cancelling the body', async () => {
+    let aborted = false;
+    let cancelled = false;
+    const chunk = new Uint8Array(64 * 1024).fill(97);
+    server = await serve({
+      sendTimeoutMs: 200,
+      handler: async (request) => {
+        request.signal.addEventListener('abort', () => (aborted = true));
+        return new Response(
+          new ReadableStream<Uint8Array>({
+            pull(controller) {
+              controller.enqueue(chunk);
+            },
+            cancel() {
+              cancelled = true;
+            },
+          }),
+        );
+      },
+    });
+    const socket = connect(server.port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    socket.write('GET /endless HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n');
+    socket.pause();
+    await expect.poll(() => aborted && cancelled, { timeout: 10_000 }).toBe(true);
+    // Once it reads again, the client finds the connection closed.
+    const closed = new Promise((resolve) => socket.on('close', resolve));
+    socket.resume();
+    await closed;
+  });
+
+  it('cancels the run of each client that leaves mid-stream, and keeps no timer or socket of theirs', async () => {
+    const backend = endlessThinker();
+    server = await serve({ handler: createAgentHandler({ createPorts: () => ({ backend, store: createMemoryInteractionStore() }) }) });
+    const resources = (): { timers: number; sockets: number } => {
+      const names = process.getActiveResourcesInfo();
+      return { timers: names.filter((name) => name === 'Timeout').length, sockets: names.filter((name) => name === 'TCPSocketWrap').length };
+    };
+    const before = resources();
+    const leavers = Array.from(
+      { length: 20 },
+      () =>
+        new Promise<void>((resolve, reject) => {
+          const socket = connect(server!.port, '127.0.0.1', () => socket.write(START_REQUEST));
+          let text = '';
+          socket.on('data', (chunk: Buffer) => {
+            text += chunk.toString();
+            if (!text.includes('"thought"')) return;
+            socket.destroy();
+            resolve();
+          });
+          socket.on('error', reject);
+        }),
+    );
+    await Promise.all(leavers);
+    expect(await settles(() => backend.abortedCount === 20)).toBe(true);
+    // Nothing of theirs is left: not a keep-alive timer, not a socket.
+    expect(await settles(() => resources().timers <= before.timers && resources().sockets <= before.sockets)).toBe(true);
+  });
+
+  it('writes what a body yielded before it failed, then cuts the response so the client sees it incomplete', async () => {
+    const encoder = new TextEncoder();
+    server = await serve({
+      flushDelayMs: 1000,
+      handler: async () =>
+        new Response(
+          new ReadableStream<Uint8Array>({
+            async start(controller) {
+              controller.enqueue(encoder.encode('data: 1\n\n'));
+              controller.enqueue(encoder.encode('data: 2\n\n'));
+              await new Promise((resolve) => setImmediate(resolve));
+              controller.error(new Error("ENOENT: open '/srv/secret/state.json'"));
+            },
+          }),
+          { headers: { 'content-type': 'text/event-stream' } },
+        ),
+    });
+    const answer = await rawAnswer(server.port, 'GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n');
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(chunkFrames(answer).join('')).toBe('data: 1\n\ndata: 2\n\n');
+    // No last chunk: the client can tell the response did not end.
+    expect(answer.endsWith('0\r\n\r\n')).toBe(false);
+    expect(answer).not.toContain('/srv/secret');
+  });
+});
+
+describe('adapter-node: closing', () => {
+  it('ends open event streams cleanly, cancels their runs, closes idle and half-sent connections, and resolves', async () => {
+    const backend = endlessThinker();
+    const running = await serve({ handler: createAgentHandler({ createPorts: () => ({ backend, store: createMemoryInteractionStore() }) }) });
+    const agent = new Agent({ keepAlive: true });
+    try {
+      // A kept-alive connection, idle in the client's pool after its answer.
+      let idle: Socket | undefined;
+      await new Promise<void>((resolve, reject) => {
+        const request = httpRequest(`${running.url}/nowhere`, { agent }, (response) => {
+          response.resume();
+          response.on('end', resolve);
+        });
+        request.on('socket', (socket) => (idle = socket as Socket));
+        request.on('error', reject);
+        request.end();
+      });
+      const idleClosed = new Promise((resolve) => idle?.once('close', resolve));
+      // A connection still sending its request.
+      const halfSent = rawAnswer(running.port, 'POST /v1beta1/streamRunAgent HTTP/1.1\r\nHost: localhost\r\n');
+      // An event stream in full flow.
+      const stream = new Promise<{ text: string; complete: boolean; aborted: boolean }>((resolve, reject) => {
+        const request = httpRequest(
+          `${running.url}/v1beta1/streamRunAgent`,
+          { method: 'POST', agent, headers: { 'content-type': 'application/json' } },
+          (response) => {
+            let text = '';
+            let aborted = false;
+            let closing: Promise<void> | undefined;
+            response.on('data', (chunk: Buffer) => {
+              text += chunk.toString();
+              if (text.includes('"thought"')) closing ??= running.close();
+            });
+            response.on('aborted', () => (aborted = true));
+            response.on('error', () => undefined);
+            response.on('close', () => void closing?.then(() => resolve({ text, complete: response.complete, aborted })));
+          },
+        );
+        request.on('error', reject);
+        request.end(START_BODY);
+      });
+      const { text, complete, aborted } = await stream;
+      expect({ complete, aborted }).toEqual({ complete: true, aborted: false });
+      expect(text).toContain('"thought"');
+      expect(backend.abortedCount).toBe(1);
+      await idleClosed;
+      expect(await halfSent).toBe('');
+    } finally {
+      agent.destroy();
+      await running.close();
+    }
+  });
+
+  it('does not wait for a client that reads nothing', async () => {
+    const chunk = new Uint8Array(64 * 1024).fill(97);
+    let produced = 0;
+    const running = await serve({
+      handler: async () =>
+        new Response(
+          new ReadableStream<Uint8Array>({
+            pull(controller) {
+              produced += chunk.byteLength;
+              controller.enqueue(chunk);
+            },
+          }),
+        ),
+    });
+    const socket = connect(running.port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    socket.write('GET /endless HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n');
+    socket.pause();
+    await expect
+      .poll(
+        async () => {
+          const before = produced;
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          return produced === before && produced > 0;
+        },
+        { timeout: 10_000, interval: 10 },
+      )
+      .toBe(true);
+    await running.close();
+    socket.destroy();
   });
 });

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Readable } from 'node:stream';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { AgentError } from '@org/core';
 
 /** A Web-standard request handler, such as the one `createAgentHandler` returns. */
@@ -25,17 +26,47 @@ export interface NodeListenerOptions {
    * server behind a reverse proxy sees its public names).
    */
   allowedHosts?: readonly string[];
+  /**
+   * How long a response may wait for a client that reads none of it, in ms: when the socket's
+   * buffer is full and the client takes nothing more for this long, the connection is closed and
+   * the request's signal aborts, as when a client goes away (a legacy run is cancelled). Without it
+   * a client that never reads would hold its connection and the response's stream for good. A
+   * client that reads, however slowly, is not cut off. Default 60 000.
+   */
+  sendTimeoutMs?: number;
 }
 
 /** Default of {@link NodeListenerOptions.flushDelayMs}. */
 const DEFAULT_FLUSH_DELAY_MS = 5;
 
+/** Default of {@link NodeListenerOptions.sendTimeoutMs}. */
+const DEFAULT_SEND_TIMEOUT_MS = 60_000;
+
+/** What the writer of one response needs to know. */
+interface WriteSettings {
+  flushDelayMs: number;
+  sendTimeoutMs: number;
+}
+
+/** A request being answered, as {@link serve} sees it when it closes. */
+interface Exchange {
+  /**
+   * For a server that closes: a response being streamed stops where it stands and ends cleanly,
+   * then its socket closes; that socket is returned. A request without an answer yet returns
+   * nothing (its socket is destroyed).
+   */
+  close(): Socket | undefined;
+}
+
 /**
  * Puts a Web handler behind `node:http`: the request body is streamed in, the response streamed
- * out with backpressure, and a client that goes away aborts the request's signal. Only
- * origin-form targets (`/path?query`) without dot segments reach the handler; an absolute-form
- * target (`http://other-host/...`), `..` or `.` segments (also percent-encoded) get 400, so the
- * URL the handler sees is always this server's and its path is the one the client sent.
+ * out with backpressure, and a client that goes away (or reads nothing for `sendTimeoutMs`) aborts
+ * the request's signal. Only origin-form targets (`/path?query`) without dot segments reach the
+ * handler; an absolute-form target (`http://other-host/...`), `..` or `.` segments (also
+ * percent-encoded), two `Host` headers or one that names no host get 400, so the URL the handler
+ * sees is always this server's and its path is the one the client sent. What the handler leaves
+ * of a request body when it answers is read and dropped, so a client still sending it gets the
+ * answer rather than a reset connection.
  *
  * @example
  * ```ts
@@ -46,49 +77,101 @@ export function createNodeListener(
   handler: WebHandler,
   options: NodeListenerOptions = {},
 ): (request: IncomingMessage, response: ServerResponse) => void {
-  const flushDelayMs = nonNegative(options.flushDelayMs, DEFAULT_FLUSH_DELAY_MS, 'flushDelayMs');
+  return listener(handler, options, undefined);
+}
+
+/** {@link createNodeListener}, telling `exchanges` (when given) of every request being answered. */
+function listener(
+  handler: WebHandler,
+  options: NodeListenerOptions,
+  exchanges: Set<Exchange> | undefined,
+): (request: IncomingMessage, response: ServerResponse) => void {
+  const settings: WriteSettings = {
+    flushDelayMs: nonNegative(options.flushDelayMs, DEFAULT_FLUSH_DELAY_MS, 'flushDelayMs'),
+    sendTimeoutMs: positive(options.sendTimeoutMs, DEFAULT_SEND_TIMEOUT_MS, 'sendTimeoutMs'),
+  };
   const isAllowedHost = options.allowedHosts ? hostFilter(options.allowedHosts) : undefined;
   return (incoming, outgoing) => {
     const refusal = refuseTarget(incoming);
     if (refusal) {
-      const error = new AgentError('BAD_REQUEST', refusal, { details: { path: '(request target)' } });
-      outgoing.writeHead(error.status, { 'content-type': 'application/json; charset=utf-8', connection: 'close' });
-      outgoing.end(JSON.stringify(error.toJSON()));
+      refuse(outgoing, new AgentError('BAD_REQUEST', refusal, { details: { path: '(request target)' } }));
+      return;
+    }
+    const url = requestUrl(incoming);
+    if (typeof url === 'string') {
+      refuse(outgoing, new AgentError('BAD_REQUEST', url, { details: { header: 'host' } }));
       return;
     }
     if (isAllowedHost && !isAllowedHost(incoming.headers.host)) {
       const name = hostName(incoming.headers.host ?? '').slice(0, 200);
-      const error = new AgentError('FORBIDDEN', `This server does not answer to the host "${name}"; add it to the allowed hosts`, {
-        details: { header: 'host' },
-      });
-      outgoing.writeHead(error.status, { 'content-type': 'application/json; charset=utf-8', connection: 'close' });
-      outgoing.end(JSON.stringify(error.toJSON()));
+      refuse(
+        outgoing,
+        new AgentError('FORBIDDEN', `This server does not answer to the host "${name}"; add it to the allowed hosts`, { details: { header: 'host' } }),
+      );
       return;
     }
     const method = (incoming.method ?? 'GET').toUpperCase();
     if (UNSERVED_METHODS.has(method)) {
       // A Web `Request` cannot carry these methods, so no handler could answer them.
-      const error = new AgentError('METHOD_NOT_ALLOWED', `${method} requests are not served`, { details: { method } });
-      outgoing.writeHead(error.status, { 'content-type': 'application/json; charset=utf-8', connection: 'close' });
-      outgoing.end(JSON.stringify(error.toJSON()));
+      refuse(outgoing, new AgentError('METHOD_NOT_ALLOWED', `${method} requests are not served`, { details: { method } }));
       return;
     }
     const controller = new AbortController();
+    // Set when the server closes while the response streams: the response then ends where it stands.
+    let closing = false;
+    let closingScheduled = false;
+    /** Closes the socket once the ended response has reached it, or after `sendTimeoutMs` if the client stops taking it. */
+    const closeWhenSent = (socket: Socket): void => {
+      if (closingScheduled || socket.destroyed) return;
+      closingScheduled = true;
+      const stalled = setTimeout(() => socket.destroy(), settings.sendTimeoutMs);
+      socket.once('close', () => clearTimeout(stalled));
+      outgoing.once('finish', () => {
+        clearTimeout(stalled);
+        socket.destroy();
+      });
+    };
+    const exchange: Exchange | undefined = exchanges && {
+      close: () => {
+        const socket = outgoing.socket;
+        if (!socket || !outgoing.headersSent || outgoing.writableFinished) return undefined;
+        closing = true;
+        if (!outgoing.writableEnded) controller.abort(new AgentError('ABORTED', 'The server is closing'));
+        // Ended, but its last bytes wait for a client that takes nothing.
+        else if (socket.writableNeedDrain) socket.destroy();
+        else closeWhenSent(socket);
+        return socket;
+      },
+    };
+    if (exchange) exchanges?.add(exchange);
     outgoing.on('close', () => {
+      if (exchange) exchanges?.delete(exchange);
       if (!outgoing.writableFinished) controller.abort(new Error('Client disconnected'));
     });
-    void serveOne(handler, incoming, outgoing, controller, flushDelayMs).catch((error: unknown) => {
-      if (outgoing.destroyed) return;
-      if (!outgoing.headersSent) {
-        // The handler failed without an answer; its message may name files or secrets, so it stays here.
-        const failure = new AgentError('INTERNAL', 'The server failed to answer this request');
-        outgoing.writeHead(failure.status, { 'content-type': 'application/json; charset=utf-8' });
-        outgoing.end(JSON.stringify(failure.toJSON()));
-      } else {
-        outgoing.destroy(error instanceof Error ? error : new Error(String(error)));
-      }
-    });
+    const socket = outgoing.socket;
+    void serveOne(handler, incoming, outgoing, url, controller, settings, () => closing).then(
+      () => {
+        if (closing && socket) closeWhenSent(socket);
+      },
+      (error: unknown) => {
+        if (outgoing.destroyed) return;
+        if (!outgoing.headersSent) {
+          // The handler failed without an answer; its message may name files or secrets, so it stays here.
+          const failure = new AgentError('INTERNAL', 'The server failed to answer this request');
+          outgoing.writeHead(failure.status, { 'content-type': 'application/json; charset=utf-8' });
+          outgoing.end(JSON.stringify(failure.toJSON()));
+        } else {
+          outgoing.destroy(error instanceof Error ? error : new Error(String(error)));
+        }
+      },
+    );
   };
+}
+
+/** Answers a request the handler never sees with the error's status and JSON, and closes the connection. */
+function refuse(outgoing: ServerResponse, error: AgentError): void {
+  outgoing.writeHead(error.status, { 'content-type': 'application/json; charset=utf-8', connection: 'close' });
+  outgoing.end(JSON.stringify(error.toJSON()));
 }
 
 /** Methods the Fetch standard forbids in a `Request`. */
@@ -140,16 +223,49 @@ function refuseTarget(incoming: IncomingMessage): string | undefined {
   return undefined;
 }
 
+/**
+ * A `Host` header value as RFC 3986 allows it: a bracketed IP literal or a registered name (letters,
+ * digits, `-._~`, sub-delimiters, percent-escapes), then an optional port. No `/`, `?`, `#`, `@`,
+ * `\\` or white space, so joined to a path it can only be the URL's host.
+ */
+const HOST_PATTERN = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]+)(?::\d*)?$/;
+
+/**
+ * The URL the handler sees, or why the `Host` header names no host: more than one `Host`, or one
+ * that is not a host and port, gets 400 (RFC 9112, section 3.2). Without one (HTTP/1.0) or with
+ * an empty one, the URL names `localhost`.
+ */
+function requestUrl(incoming: IncomingMessage): URL | string {
+  const raw = incoming.rawHeaders;
+  let hosts = 0;
+  for (let index = 0; index < raw.length; index += 2) {
+    const name = raw[index] as string;
+    if (name.length === 4 && name.toLowerCase() === 'host') hosts += 1;
+  }
+  if (hosts > 1) return 'The request has more than one Host header';
+  const host = incoming.headers.host;
+  const target = incoming.url ?? '/';
+  // Joined as text, never resolved against a base: a path such as `//other-host/x` stays a path.
+  if (host === undefined || host === '') return new URL(`http://localhost${target}`);
+  const invalid = `The Host header "${host.slice(0, 200)}" is not a host name or address with an optional port`;
+  if (!HOST_PATTERN.test(host)) return invalid;
+  try {
+    // A port over 65535 or a malformed address fails here.
+    return new URL(`http://${host}${target}`);
+  } catch {
+    return invalid;
+  }
+}
+
 async function serveOne(
   handler: WebHandler,
   incoming: IncomingMessage,
   outgoing: ServerResponse,
+  url: URL,
   controller: AbortController,
-  flushDelayMs: number,
+  settings: WriteSettings,
+  isClosing: () => boolean,
 ): Promise<void> {
-  // Joined as text, never resolved against a base: a path such as `//other-host/x` stays a path.
-  const host = validHost(incoming.headers.host);
-  const url = new URL(`http://${host}${incoming.url ?? '/'}`);
   const headers = new Headers();
   for (const [name, value] of Object.entries(incoming.headers)) {
     if (value === undefined) continue;
@@ -159,7 +275,7 @@ async function serveOne(
   const hasBody = incoming.method !== 'GET' && incoming.method !== 'HEAD';
   const init: RequestInit & { duplex?: 'half' } = { method: incoming.method ?? 'GET', headers, signal: controller.signal };
   if (hasBody) {
-    init.body = Readable.toWeb(incoming) as ReadableStream<Uint8Array>;
+    init.body = requestBody(incoming, outgoing);
     init.duplex = 'half';
   }
   const response = await handler(new Request(url, init));
@@ -181,10 +297,79 @@ async function serveOne(
   };
   controller.signal.addEventListener('abort', stop, { once: true });
   try {
-    await writeBatched(reader, outgoing, controller.signal, flushDelayMs);
+    await writeBatched(reader, outgoing, controller.signal, settings, isClosing);
   } finally {
     controller.signal.removeEventListener('abort', stop);
   }
+}
+
+/**
+ * The request body as a Web stream that reads the socket only as fast as the handler reads it.
+ * Nothing is read before the handler asks. A handler that stops reading (cancels the stream) or
+ * answers before reading it all leaves the rest to be read and dropped, never the connection reset:
+ * a client that sends its whole body before it reads the answer (as many do) gets the answer, for
+ * as long as the server's request timeout lets it send, and the connection stays usable.
+ */
+function requestBody(incoming: IncomingMessage, outgoing: ServerResponse): ReadableStream<Uint8Array> {
+  let controller: ReadableStreamDefaultController<Uint8Array> | undefined;
+  let reading = false;
+  const onData = (chunk: Buffer): void => {
+    // A copy, as `Readable.toWeb` makes: the chunk shares its memory with the socket's read buffer.
+    controller?.enqueue(new Uint8Array(chunk));
+    if ((controller?.desiredSize ?? 0) <= 0) incoming.pause();
+  };
+  const onEnd = (): void => {
+    stopReading();
+    controller?.close();
+  };
+  const onError = (error: Error): void => {
+    stopReading();
+    controller?.error(error);
+  };
+  const onClose = (): void => {
+    stopReading();
+    controller?.error(new Error('The client closed the connection before the request body ended'));
+  };
+  const stopReading = (): void => {
+    incoming.off('data', onData);
+    incoming.off('end', onEnd);
+    incoming.off('error', onError);
+    incoming.off('close', onClose);
+    outgoing.off('finish', onAnswered);
+  };
+  // What the handler left unread is read and dropped, so the client can finish sending and read the answer.
+  const drop = (): void => {
+    stopReading();
+    incoming.resume();
+  };
+  const onAnswered = (): void => {
+    drop();
+    // A read still waiting learns that the rest of the body will not come.
+    controller?.error(new Error('The response ended before the request body was read'));
+  };
+  return new ReadableStream<Uint8Array>(
+    {
+      start(streamController) {
+        controller = streamController;
+      },
+      pull() {
+        if (!reading) {
+          reading = true;
+          incoming.on('data', onData);
+          incoming.once('end', onEnd);
+          incoming.once('error', onError);
+          incoming.once('close', onClose);
+          outgoing.once('finish', onAnswered);
+        }
+        incoming.resume();
+      },
+      cancel() {
+        drop();
+      },
+    },
+    // Read on demand only: Node's own buffer of the request is the read-ahead.
+    { highWaterMark: 0 },
+  );
 }
 
 /** Most bytes gathered before they are written without waiting out the flush delay. */
@@ -196,29 +381,57 @@ const MAX_BATCH_BYTES = 64 * 1024;
  * per burst, not one per event. The status and headers go out with the first bytes, or on their
  * own once the delay passes without any. Backpressure holds: once the socket's buffer is full,
  * nothing more is read from the body until it drains, so a slow client never makes the server
- * buffer without bound.
+ * buffer without bound; a client that takes nothing for `sendTimeoutMs` is disconnected. When the
+ * signal aborts, the response is left as it is (the client is gone), or ended where it stands when
+ * `endOnAbort()` says so (the server is closing). Bytes the body yielded before it failed are
+ * written before the failure is passed on.
  */
 async function writeBatched(
   reader: ReadableStreamDefaultReader<Uint8Array>,
   outgoing: ServerResponse,
   signal: AbortSignal,
-  flushDelayMs: number,
+  settings: WriteSettings,
+  endOnAbort: () => boolean,
 ): Promise<void> {
+  const { flushDelayMs, sendTimeoutMs } = settings;
   let pending: Uint8Array[] = [];
   let pendingBytes = 0;
   let scheduled: ReturnType<typeof setTimeout> | undefined;
   let blocked: Promise<void> | undefined;
   let wroteAny = false;
+  // Set when the signal aborted while the client was taking nothing.
+  let stuck = false;
   const waitForDrain = (): Promise<void> =>
     new Promise<void>((resolve) => {
+      // One timer per wait, not per write: a client that takes nothing for this long is cut off.
+      const stalled = setTimeout(() => outgoing.destroy(), sendTimeoutMs);
       const settle = (): void => {
+        clearTimeout(stalled);
         outgoing.off('drain', settle);
         outgoing.off('close', settle);
+        signal.removeEventListener('abort', abandon);
         blocked = undefined;
         resolve();
       };
+      const abandon = (): void => {
+        stuck = true;
+        settle();
+      };
       outgoing.on('drain', settle);
       outgoing.on('close', settle);
+      signal.addEventListener('abort', abandon);
+    });
+  /** Resolves once `batch` has reached the socket (or the connection is gone, or the client stalled). */
+  const written = (batch: Uint8Array): Promise<void> =>
+    new Promise<void>((resolve) => {
+      const stalled = setTimeout(() => outgoing.destroy(), sendTimeoutMs);
+      const settle = (): void => {
+        clearTimeout(stalled);
+        outgoing.off('close', settle);
+        resolve();
+      };
+      outgoing.on('close', settle);
+      outgoing.write(batch, settle);
     });
   const take = (): Uint8Array | undefined => {
     if (pendingBytes === 0) return undefined;
@@ -244,8 +457,19 @@ async function writeBatched(
   try {
     for (;;) {
       if (blocked) await blocked;
-      if (signal.aborted) return;
-      const { done, value } = await reader.read();
+      if (signal.aborted) break;
+      let result: Awaited<ReturnType<typeof reader.read>>;
+      try {
+        result = await reader.read();
+      } catch (error) {
+        // What the body gave before it failed still reaches the client, then the response is cut.
+        if (scheduled !== undefined) clearTimeout(scheduled);
+        scheduled = undefined;
+        const batch = take();
+        if (batch !== undefined && !outgoing.destroyed) await written(batch);
+        throw error;
+      }
+      const { done, value } = result;
       if (done) break;
       if (value.byteLength === 0) continue;
       pending.push(value);
@@ -253,7 +477,14 @@ async function writeBatched(
       if (pendingBytes >= MAX_BATCH_BYTES) flush();
       else scheduled ??= setTimeout(flush, flushDelayMs);
     }
-    if (signal.aborted) return;
+    if (signal.aborted) {
+      if (!endOnAbort()) return;
+      // The server is closing: a client that takes nothing gets no clean end to wait for.
+      if (stuck) {
+        outgoing.destroy();
+        return;
+      }
+    }
     // The last bytes and the end of the response in one write.
     outgoing.end(take());
   } finally {
@@ -292,6 +523,8 @@ export interface ServeOptions {
   flushDelayMs?: number;
   /** The host names the server answers to (a guard against DNS rebinding); see {@link NodeListenerOptions.allowedHosts}. Default: any. */
   allowedHosts?: readonly string[];
+  /** How long a response may wait for a client that reads none of it; see {@link NodeListenerOptions.sendTimeoutMs}. Default 60 000. */
+  sendTimeoutMs?: number;
 }
 
 /** Default limits of {@link serve}. */
@@ -305,6 +538,10 @@ const SERVE_DEFAULTS = {
 /**
  * Serves a Web handler on `node:http`, with limits on how long a client may take to send a
  * request, how long an idle connection stays open, and how many connections may be open.
+ * `CONNECT` requests get 405. `close()` stops taking connections, ends the responses being
+ * streamed where they stand (cleanly, so a client sees the end of the stream, and the requests'
+ * signals abort as when a client goes away), closes every other connection, and resolves once all
+ * are closed.
  *
  * @example
  * ```ts
@@ -317,11 +554,16 @@ export function serve(options: ServeOptions): Promise<RunningServer> {
   const headersTimeout = Math.min(positive(options.headersTimeoutMs, SERVE_DEFAULTS.headersTimeoutMs, 'headersTimeoutMs'), requestTimeout);
   const keepAliveTimeout = positive(options.keepAliveTimeoutMs, SERVE_DEFAULTS.keepAliveTimeoutMs, 'keepAliveTimeoutMs');
   const maxConnections = positive(options.maxConnections, SERVE_DEFAULTS.maxConnections, 'maxConnections');
-  const listenerOptions: NodeListenerOptions = { flushDelayMs: nonNegative(options.flushDelayMs, DEFAULT_FLUSH_DELAY_MS, 'flushDelayMs') };
+  const listenerOptions: NodeListenerOptions = {
+    flushDelayMs: nonNegative(options.flushDelayMs, DEFAULT_FLUSH_DELAY_MS, 'flushDelayMs'),
+    sendTimeoutMs: positive(options.sendTimeoutMs, DEFAULT_SEND_TIMEOUT_MS, 'sendTimeoutMs'),
+  };
   if (options.allowedHosts) listenerOptions.allowedHosts = options.allowedHosts;
   // Loaded here rather than with the package: a process that only uses the fetch or the stores
   // never pays for loading node:http.
   return import('node:http').then(({ createServer }) => {
+    const exchanges = new Set<Exchange>();
+    const sockets = new Set<Socket>();
     const server = createServer(
       {
         headersTimeout,
@@ -330,9 +572,15 @@ export function serve(options: ServeOptions): Promise<RunningServer> {
         // How often Node looks for requests over their time; by default only every 30 s.
         connectionsCheckingInterval: Math.min(30_000, Math.max(50, Math.floor(headersTimeout / 4))),
       },
-      createNodeListener(options.handler, listenerOptions),
+      listener(options.handler, listenerOptions, exchanges),
     );
     server.maxConnections = maxConnections;
+    server.on('connection', (socket: Socket) => {
+      sockets.add(socket);
+      socket.once('close', () => sockets.delete(socket));
+    });
+    // Node hands CONNECT to this event, not to the handler, and drops the connection when nobody listens.
+    server.on('connect', (_request: IncomingMessage, socket: Duplex) => refuseConnect(socket));
     const host = options.host ?? '127.0.0.1';
     return new Promise<RunningServer>((resolve, reject) => {
       server.once('error', reject);
@@ -346,13 +594,31 @@ export function serve(options: ServeOptions): Promise<RunningServer> {
           port,
           close: () =>
             new Promise<void>((done) => {
-              server.closeAllConnections();
               server.close(() => done());
+              // Streamed responses end where they stand; every other connection (idle, still
+              // sending its request, or waiting for the handler's answer) is closed at once.
+              const ending = new Set<Socket>();
+              for (const exchange of exchanges) {
+                const socket = exchange.close();
+                if (socket) ending.add(socket);
+              }
+              for (const socket of sockets) if (!ending.has(socket)) socket.destroy();
             }),
         });
       });
     });
   });
+}
+
+/** Answers a CONNECT request (a tunnel, which this server never opens) with 405 and closes the connection. */
+function refuseConnect(socket: Duplex): void {
+  socket.on('error', () => socket.destroy());
+  const error = new AgentError('METHOD_NOT_ALLOWED', 'CONNECT requests are not served', { details: { method: 'CONNECT' } });
+  const body = JSON.stringify(error.toJSON());
+  socket.end(
+    `HTTP/1.1 405 Method Not Allowed\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    () => socket.destroy(),
+  );
 }
 
 function nonNegative(value: number | undefined, fallback: number, name: string): number {
@@ -363,11 +629,6 @@ function nonNegative(value: number | undefined, fallback: number, name: string):
 
 function positive(value: number | undefined, fallback: number, name: string): number {
   if (value === undefined) return fallback;
-  if (!Number.isFinite(value) || value <= 0) throw new RangeError(`serve: ${name} must be a positive number, got ${value}`);
+  if (!Number.isFinite(value) || value <= 0) throw new RangeError(`${name} must be a positive number, got ${value}`);
   return value;
-}
-
-/** The `Host` header when it is a plain host and port, else `localhost`. */
-function validHost(host: string | undefined): string {
-  return host !== undefined && /^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/.test(host) ? host : 'localhost';
 }
