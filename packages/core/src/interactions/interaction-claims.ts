@@ -136,8 +136,10 @@ export async function claimInteraction(store: InteractionStore, id: string, opti
  * A record held by this process. Checkpoints overwrite its state, a heartbeat renews the lease,
  * and the segment ends with `commit` (the record is done with) or `release` (resumable at once).
  * Writes are serialised; a write that finds the record changed means another process took it
- * over after the lease ran out: `lost` aborts and `onLost` listeners are called, and the run must
- * stop.
+ * over after the lease ran out: `lost` aborts, `onLost` listeners are called, that write and every
+ * later one (commit and release included) reject with the `CONFLICT`, and the run must stop. A
+ * holder whose store is too slow or failing to renew the lease before it ends stops holding the
+ * record the same way, before another process may take it.
  */
 export class InteractionClaim {
   readonly id: string;
@@ -151,11 +153,20 @@ export class InteractionClaim {
   /** Built only when someone asks for {@link lost}: a resume observes the loss through `onLost`. */
   #lostController: AbortController | undefined;
   #lostListeners: Array<(reason: AgentError) => void> = [];
+  /** Rejects with the loss: a write still waiting behind a slow one ends with it at once. */
+  #whenLost: Promise<never> | undefined;
+  #rejectLost: ((reason: AgentError) => void) | undefined;
   #meta: RecordMeta;
   #version: string;
+  /** The state as last written (what {@link reinstate} puts back). */
+  #lastState: string;
   #queue: Promise<unknown> = Promise.resolve();
   #heartbeat: ReturnType<typeof setInterval> | undefined;
   #ended = false;
+  /** Writes queued or in flight. */
+  #writing = 0;
+  /** The last write failed in the store: the lease was not extended by it. */
+  #lastWriteFailed = false;
   /** Checkpoints of one claim are successive states of one run: their history is encoded once. */
   #encode: ((state: unknown) => string) | undefined;
 
@@ -164,6 +175,7 @@ export class InteractionClaim {
     this.#store = store;
     this.id = id;
     this.stateText = stateText;
+    this.#lastState = stateText;
     this.#meta = meta;
     this.#version = version;
     this.#leaseMs = leaseMs;
@@ -188,10 +200,15 @@ export class InteractionClaim {
     else this.#lostListeners.push(listener);
   }
 
-  /** Renews the lease every third of its length until the claim ends. */
+  /**
+   * Renews the lease every third of its length until the claim ends. A beat while a write is still
+   * in flight adds no other; when the lease would end before the next beat without having been
+   * renewed (a slow or failing store), the record counts as lost.
+   */
   startHeartbeat(): void {
-    if (this.#heartbeat !== undefined || this.#ended) return;
-    this.#heartbeat = setInterval(() => void this.renew().catch(() => undefined), Math.max(1, Math.floor(this.#leaseMs / 3)));
+    if (this.#heartbeat !== undefined || this.#ended || this.#lostReason) return;
+    const interval = Math.max(1, Math.floor(this.#leaseMs / 3));
+    this.#heartbeat = setInterval(() => this.#beat(interval), interval);
   }
 
   /** Extends the lease without touching the state. */
@@ -205,10 +222,22 @@ export class InteractionClaim {
     return this.#write(this.#encode(state));
   }
 
-  /** The segment reached a durable point elsewhere (a new suspend, the end): the record goes. */
+  /**
+   * The segment reached a durable point elsewhere (a new suspend, the end): the record goes. A
+   * record another process took over is left to it (`CONFLICT`); after a store failure that left
+   * the record there, the claim is still held, so `release` can still make it resumable.
+   */
   async commit(): Promise<void> {
     await this.#finish(async () => {
-      await this.#store.delete(this.id, this.#version);
+      let deleted: boolean;
+      try {
+        deleted = await this.#store.delete(this.id, this.#version);
+      } catch (error) {
+        // The delete may have landed before the store failed: a record that is gone went.
+        if ((await this.#store.get(this.id).catch(() => null)) !== undefined) throw error;
+        deleted = true;
+      }
+      if (!deleted) throw this.#takenOver();
     });
   }
 
@@ -216,42 +245,123 @@ export class InteractionClaim {
   async release(): Promise<void> {
     await this.#finish(async () => {
       const { lease: _released, ...meta } = this.#meta;
-      await this.#store.set(this.id, { meta: JSON.stringify(meta) }, this.#version);
+      const text = JSON.stringify(meta);
+      let version: string | undefined;
+      try {
+        version = await this.#store.set(this.id, { meta: text }, this.#version);
+      } catch (error) {
+        if ((await this.#landed(text)) === undefined) throw error;
+        return;
+      }
+      if (version === undefined) throw this.#takenOver();
     });
   }
 
+  /**
+   * Puts a committed record back as it was last written, nobody's to hold: the segment's next
+   * durable point was saved under another id that its reader left without learning, so the run
+   * stays resumable under this one.
+   */
+  async reinstate(): Promise<void> {
+    const { lease: _released, ...meta } = this.#meta;
+    const version = await storeCall(this.id, 'save', () => this.#store.set(this.id, { meta: JSON.stringify(meta), state: this.#lastState }, null));
+    if (version === undefined) throw new AgentError('CONFLICT', `Interaction ${this.id} already exists`);
+  }
+
+  #beat(interval: number): void {
+    const stalled = this.#writing > 0 || this.#lastWriteFailed;
+    if (stalled && (this.#meta.lease?.until ?? 0) - this.#now() <= interval) {
+      // Another process may claim the record once the lease ends: stop holding it before then.
+      this.#markLost(
+        new AgentError('CONFLICT', `Interaction ${this.id} could not renew its lease in time (the store is slow or failing), so this process stopped holding it`),
+      );
+      return;
+    }
+    if (this.#writing > 0) return;
+    void this.renew().catch(() => undefined);
+  }
+
   #write(state: string | undefined): Promise<void> {
+    if (this.#lostReason) return Promise.reject(this.#lostReason);
+    this.#writing += 1;
     const task = this.#queue.then(async () => {
-      if (this.#ended || this.#lostReason) return;
+      if (this.#ended) return;
+      if (this.#lostReason) throw this.#lostReason;
       const meta: RecordMeta = { ...this.#meta, lease: { token: this.#meta.lease?.token ?? crypto.randomUUID(), until: this.#now() + this.#leaseMs } };
       const write = state === undefined ? { meta: JSON.stringify(meta) } : { meta: JSON.stringify(meta), state };
-      const version = await storeCall(this.id, 'checkpoint', () => this.#store.set(this.id, write, this.#version));
-      if (version === undefined) {
-        this.#stop();
-        this.#markLost(new AgentError('CONFLICT', `Interaction ${this.id} was taken over by another process after its lease ran out`));
-        return;
+      let version: string | undefined;
+      try {
+        version = await storeCall(this.id, 'checkpoint', () => this.#store.set(this.id, write, this.#version));
+      } catch (error) {
+        // A write that landed before the store failed is written (its meta, with this lease's end, is unique).
+        version = await this.#landed(write.meta);
+        if (version === undefined) {
+          this.#lastWriteFailed = true;
+          throw error;
+        }
       }
+      // Written over by another process: whatever this one does next must not count.
+      if (version === undefined) throw this.#takenOver();
+      this.#lastWriteFailed = false;
       this.#meta = meta;
       this.#version = version;
+      if (state !== undefined) this.#lastState = state;
     });
-    this.#queue = task.catch(() => undefined);
-    return task;
+    const settled = task.then(
+      () => {
+        this.#writing -= 1;
+      },
+      () => {
+        this.#writing -= 1;
+      },
+    );
+    this.#queue = settled;
+    return Promise.race([task, this.#lostPromise()]);
   }
 
   async #finish(action: () => Promise<void>): Promise<void> {
     this.#stop();
+    if (this.#lostReason) throw this.#lostReason;
     const task = this.#queue.then(async () => {
-      if (this.#ended || this.#lostReason) return;
-      this.#ended = true;
+      if (this.#ended) return;
+      if (this.#lostReason) throw this.#lostReason;
       await storeCall(this.id, 'finish', action);
+      this.#ended = true;
     });
     this.#queue = task.catch(() => undefined);
-    await task;
+    await Promise.race([task, this.#lostPromise()]);
+  }
+
+  /** The version of the record if its meta is `meta` (a write of this claim that landed), else `undefined`. */
+  async #landed(meta: string): Promise<string | undefined> {
+    const record = await this.#store.get(this.id).catch(() => undefined);
+    return record?.meta === meta ? record.version : undefined;
+  }
+
+  /** The `CONFLICT` of a record another process wrote: the claim is lost from now on. */
+  #takenOver(): AgentError {
+    const reason = new AgentError('CONFLICT', `Interaction ${this.id} was taken over by another process after its lease ran out`);
+    this.#markLost(reason);
+    return reason;
+  }
+
+  #lostPromise(): Promise<never> {
+    if (!this.#whenLost) {
+      this.#whenLost = new Promise<never>((_resolve, reject) => {
+        this.#rejectLost = reject;
+      });
+      this.#whenLost.catch(() => undefined);
+      if (this.#lostReason) this.#rejectLost?.(this.#lostReason);
+    }
+    return this.#whenLost;
   }
 
   #markLost(reason: AgentError): void {
+    if (this.#lostReason) return;
+    this.#stop();
     this.#lostReason = reason;
     this.#lostController?.abort(reason);
+    this.#rejectLost?.(reason);
     for (const listener of this.#lostListeners.splice(0)) listener(reason);
   }
 

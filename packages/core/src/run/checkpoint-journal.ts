@@ -85,7 +85,9 @@ export class CheckpointJournal implements TurnJournal {
       this.#dirty = true;
       return;
     }
-    this.#writing = this.#drain();
+    // Nobody awaits a background write: a failure is left to the next awaited write, which
+    // writes the whole state again (and fails the same way if the store is still failing).
+    this.#writing = this.#drain().catch(() => undefined);
   }
 
   turnEnded(session: LoopSession): Promise<void> {

@@ -1,4 +1,4 @@
-import { AgentError } from '../errors/index.js';
+import { AgentError, toAgentError } from '../errors/index.js';
 import { composeFunctionGroups, type FunctionGroup, type OptionalGroups } from '../functions/index.js';
 import { saveInteraction, type InteractionClaim } from '../interactions/index.js';
 import { createToolbox, runAgentLoop, type LoopOutcome, type LoopSession, type Toolbox } from '../loop/agent-loop.js';
@@ -55,7 +55,9 @@ export interface Segment {
 /**
  * Runs the loop for a prepared segment and ends it: the outcome's events, and the held record
  * committed (the run moved on to a durable point) or released (it stopped any other way, and
- * stays resumable under the same id at once).
+ * stays resumable under the same id at once). When the store fails as the segment ends (the
+ * commit, the save of a suspend, the release of a pause), the held record is the run: one `error`
+ * event says so with its `interactionId`, as a pause does.
  */
 export async function runSegment(segment: Segment): Promise<void> {
   const { claim, environment } = segment;
@@ -78,6 +80,23 @@ export async function runSegment(segment: Segment): Promise<void> {
       segment.recovered,
     );
     await finishSegment(outcome, segment);
+  } catch (error) {
+    // Stopped, or the record was taken over: nothing more to say (or the loss, as it is).
+    if (!claim || environment.signal.aborted) throw error;
+    const failure = toAgentError(error);
+    try {
+      await claim.release();
+    } catch (releaseError) {
+      // Gone, or another process holds it now: no run to resume here.
+      if (claim.lost.aborted) throw releaseError;
+      // Still held by this process's lease: resumable once it runs out.
+    }
+    environment.emit({
+      type: 'error',
+      message: `${failure.message} (the run was saved; resume interaction ${claim.id} to retry)`,
+      code: failure.code,
+      interactionId: claim.id,
+    });
   } finally {
     // Whatever stopped the segment early (a disconnect, a thrown error): the run stays resumable.
     await claim?.release().catch(() => undefined);
@@ -120,9 +139,9 @@ export async function finishSegment(outcome: LoopOutcome, segment: Segment): Pro
       state.pendingCallId = outcome.pending.callId;
       state.precondition = outcome.suspend.precondition;
       await saveInteraction(ports.store, interactionId, state, options.owner, options.sessionId);
-      await claim?.commit();
       // The chat log in memory is kept best effort: a failed write never stops the run.
       await segment.memory?.chatLog.recordQuestion(outcome.pending, segment.environment.signal).catch(() => undefined);
+      await handOver(interactionId, segment);
       emit({ ...outcome.suspend.event, interactionId } as RunEvent);
       return;
     }
@@ -144,6 +163,35 @@ export async function finishSegment(outcome: LoopOutcome, segment: Segment): Pro
       });
       return;
     }
+  }
+}
+
+/**
+ * Makes the record just saved under `next` the run, in place of the one the segment holds (which
+ * is committed). The suspend event that names `next` goes out right after, so a reader that left
+ * before it could be read never learns `next`: then the held record stays the run (put back if it
+ * was already committed) and `next` goes, as it does when the commit fails.
+ */
+async function handOver(next: string, segment: Segment): Promise<void> {
+  const { claim, environment, ports } = segment;
+  const drop = () => ports.store.delete(next).catch(() => false);
+  if (environment.readerLeft()) {
+    await drop();
+    throw new AgentError('ABORTED', 'Run was stopped');
+  }
+  if (!claim) return;
+  try {
+    await claim.commit();
+  } catch (error) {
+    // Taken over (the other process has the run), or the store failed and the held record is
+    // still there: either way it is not `next`.
+    await drop();
+    throw error;
+  }
+  if (environment.readerLeft()) {
+    await claim.reinstate();
+    await drop();
+    throw new AgentError('ABORTED', 'Run was stopped');
   }
 }
 

@@ -1,4 +1,5 @@
 import { AgentError } from '../errors/index.js';
+import { utf8Length } from '../protocol/utf8-length.js';
 import type { LoopMode } from '../loop/agent-loop.js';
 import type { JournalledCall } from '../loop/turn-journal.js';
 import type { JsonObject, LLMContent } from '../protocol/content.js';
@@ -51,17 +52,28 @@ export interface InteractionState {
 }
 
 /**
- * Reads a stored state. The runtime wrote it, so only its frame is checked (version, kind, the
- * fields every resume reads); a state from another version or a damaged one is `STORE_ERROR`.
+ * Reads a stored state. The runtime wrote it, so only its frame is checked (version, kind, and the
+ * shape of every field a resume reads, down to each content and call but not into them); a state
+ * from another version, a damaged or hand-edited one, or one bigger than `maxBytes` (UTF-8) is
+ * `STORE_ERROR` naming what is wrong, before anything runs.
  */
-export function readInteractionState(id: string, text: string): InteractionState {
+export function readInteractionState(id: string, text: string, maxBytes?: number): InteractionState {
+  // Three bytes per UTF-16 unit is the worst case, so most texts need no exact count.
+  if (maxBytes !== undefined && text.length * 3 > maxBytes) {
+    const size = utf8Length(text);
+    if (size > maxBytes) {
+      throw new AgentError('STORE_ERROR', `Interaction ${id} has a saved state of ${size} bytes, more than the limit of ${maxBytes} bytes`, {
+        details: { size, limit: maxBytes },
+      });
+    }
+  }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
     throw unreadable(id, 'not JSON');
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw unreadable(id, 'not an object');
+  if (!isObject(value)) throw unreadable(id, 'not an object');
   const state = value as Partial<InteractionState>;
   if (state.version !== INTERACTION_STATE_VERSION) {
     throw unreadable(id, `it was saved in format ${JSON.stringify(state.version)}; this runtime reads format ${INTERACTION_STATE_VERSION}`);
@@ -70,13 +82,62 @@ export function readInteractionState(id: string, text: string): InteractionState
   if (state.mode !== 'objective' && state.mode !== 'chat') throw unreadable(id, 'mode: expected "objective" or "chat"');
   if (typeof state.model !== 'string') throw unreadable(id, 'model: expected string');
   if (!Array.isArray(state.contents)) throw unreadable(id, 'contents: expected array');
-  if (typeof state.turnCount !== 'number') throw unreadable(id, 'turnCount: expected number');
-  if (!Array.isArray(state.consentsGranted)) throw unreadable(id, 'consentsGranted: expected array');
-  if (typeof state.flags !== 'object' || state.flags === null) throw unreadable(id, 'flags: expected object');
-  if (state.kind === 'suspend' && (!Array.isArray(state.calls) || typeof state.pendingCallId !== 'string')) {
-    throw unreadable(id, 'a suspended state needs calls and pendingCallId');
+  for (let index = 0; index < state.contents.length; index += 1) {
+    const content: unknown = state.contents[index];
+    if (!isObject(content) || !Array.isArray(content.parts)) throw unreadable(id, `contents[${index}]: expected an object with a parts array`);
+    if (content.role !== undefined && typeof content.role !== 'string') throw unreadable(id, `contents[${index}].role: expected string`);
+    const parts = content.parts as unknown[];
+    for (let at = 0; at < parts.length; at += 1) {
+      if (!isObject(parts[at])) throw unreadable(id, `contents[${index}].parts[${at}]: expected object`);
+    }
+  }
+  if (typeof state.turnCount !== 'number' || !Number.isSafeInteger(state.turnCount) || state.turnCount < 0) {
+    throw unreadable(id, 'turnCount: expected a whole number, 0 or more');
+  }
+  if (!Array.isArray(state.consentsGranted) || !state.consentsGranted.every((consent) => typeof consent === 'string')) {
+    throw unreadable(id, 'consentsGranted: expected array of strings');
+  }
+  if (!isObject(state.flags)) throw unreadable(id, 'flags: expected object');
+  if (state.graph !== undefined && !isObject(state.graph)) throw unreadable(id, 'graph: expected object');
+  if (state.sessionId !== undefined && typeof state.sessionId !== 'string') throw unreadable(id, 'sessionId: expected string');
+  // The calls of a suspended turn, or of the turn in flight, answer the model's turn: the last content.
+  const callsOf = (calls: unknown, field: string): void => {
+    if (!Array.isArray(calls)) throw unreadable(id, `${field}: expected array`);
+    for (let index = 0; index < calls.length; index += 1) {
+      const problem = callProblem(calls[index]);
+      if (problem) throw unreadable(id, `${field}[${index}]${problem}`);
+    }
+    if (state.contents?.at(-1)?.role !== 'model') throw unreadable(id, `${field}: the last content is not the model's turn they answer`);
+  };
+  if (state.kind === 'suspend') {
+    callsOf(state.calls, 'calls');
+    if (typeof state.pendingCallId !== 'string' || !state.calls?.some((call) => call.callId === state.pendingCallId)) {
+      throw unreadable(id, 'pendingCallId: expected the callId of one of the calls');
+    }
+    if (state.precondition !== undefined && typeof state.precondition !== 'boolean') throw unreadable(id, 'precondition: expected boolean');
+  }
+  if (state.turn !== undefined) {
+    if (!isObject(state.turn)) throw unreadable(id, 'turn: expected object');
+    callsOf(state.turn.calls, 'turn.calls');
+    if (state.turn.result !== undefined && !isObject(state.turn.result)) throw unreadable(id, 'turn.result: expected object');
   }
   return state as InteractionState;
+}
+
+/** What is wrong with a saved call (`": ..."` or `".field: ..."`), or `undefined`. */
+function callProblem(call: unknown): string | undefined {
+  if (!isObject(call)) return ': expected object';
+  if (typeof call.callId !== 'string') return '.callId: expected string';
+  if (typeof call.name !== 'string') return '.name: expected string';
+  if (!isObject(call.args)) return '.args: expected object';
+  if (call.providerId !== undefined && typeof call.providerId !== 'string') return '.providerId: expected string';
+  if (call.response !== undefined && !isObject(call.response)) return '.response: expected object';
+  if (call.started !== undefined && typeof call.started !== 'boolean') return '.started: expected boolean';
+  return undefined;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function unreadable(id: string, problem: string): AgentError {

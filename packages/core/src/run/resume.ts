@@ -1,7 +1,7 @@
 import { AgentFileSystem, TaskTreeManager } from '../agent-fs/index.js';
 import { AgentError, messageOf } from '../errors/index.js';
 import { WEBPAGE_CONSENT } from '../functions/index.js';
-import { claimInteraction, type InteractionClaim } from '../interactions/index.js';
+import { claimInteraction, DEFAULT_MAX_STATE_BYTES, type InteractionClaim } from '../interactions/index.js';
 import { createFunctionContext, fatalOutcome, type LoopOutcome, type LoopSession, type Toolbox } from '../loop/agent-loop.js';
 import { invokeFunction, toFunctionResponsePart } from '../loop/function-caller.js';
 import type { AgentPorts } from '../ports/index.js';
@@ -11,6 +11,7 @@ import type { ResumeResponse } from '../protocol/resume-responses.js';
 import type { RunEvent } from '../protocol/run-events.js';
 import { busyError, finishSegment, runSegment, toolboxFor, type Segment } from './finish-run.js';
 import { readInteractionState, type InteractionState } from './interaction-state.js';
+import { toSavedState } from './persistence.js';
 import { driveRun, type RunEnvironment } from './run-environment.js';
 import { openRunMemory, optionalGroupsOf } from './run-memory.js';
 import { DEFAULT_MAX_TURNS, type RunOptions } from './run-options.js';
@@ -75,6 +76,9 @@ async function continueClaimed(
   environment: RunEnvironment,
 ): Promise<void> {
   let prepared: Segment | undefined;
+  // Held from now on: applying the answer may run a function (a consent), which takes its time.
+  claim.startHeartbeat();
+  claim.onLost((reason) => environment.abort(reason));
   try {
     prepared = await prepare(claim, response as JsonObject, ports, options, environment);
   } finally {
@@ -100,7 +104,8 @@ async function prepare(
   options: RunOptions,
   environment: RunEnvironment,
 ): Promise<Segment | undefined> {
-  const state = readInteractionState(claim.id, claim.stateText);
+  // A state bigger than the store keeps could never be checkpointed again: refused before anything runs.
+  const state = readInteractionState(claim.id, claim.stateText, ports.store.maxStateBytes ?? DEFAULT_MAX_STATE_BYTES);
   const fs = AgentFileSystem.fromSnapshot(state.fileSystem as Parameters<typeof AgentFileSystem.fromSnapshot>[0]);
   const session: LoopSession = {
     mode: options.mode ?? state.mode,
@@ -124,7 +129,7 @@ async function prepare(
       : { session, toolbox, ports, options, environment, claim, ...withMemory };
   }
 
-  const answered = await answerPendingCall(state, response, session, toolbox, ports, environment);
+  const answered = await answerPendingCall(state, response, session, toolbox, ports, options, environment, claim);
   if (answered.kind === 'outcome') {
     await finishSegment(answered.outcome, { session, toolbox, ports, options, environment, claim, ...withMemory });
     return undefined;
@@ -156,7 +161,9 @@ async function answerPendingCall(
   session: LoopSession,
   toolbox: Toolbox,
   ports: AgentPorts,
+  options: RunOptions,
   environment: RunEnvironment,
+  claim: InteractionClaim,
 ): Promise<Answered> {
   const call = state.calls?.find((candidate) => candidate.callId === state.pendingCallId);
   if (!call) return { kind: 'response', response };
@@ -170,6 +177,17 @@ async function answerPendingCall(
   if (state.precondition) {
     if (response.consent !== true) return { kind: 'response', response: { error: 'User declined URL access consent' } };
     session.consentsGranted.add(WEBPAGE_CONSENT);
+    if (definition?.sideEffects === true) {
+      // Recorded as started before it runs, as the loop does: if this process dies while it runs,
+      // the run goes on with the call reported as interrupted instead of running it a second time.
+      const started = toSavedState(session, 'checkpoint', options);
+      started.turn = {
+        calls: (state.calls ?? []).map(({ response: answer, ...record }) =>
+          record.callId === call.callId ? { ...record, started: true } : answer === undefined ? record : { ...record, response: answer },
+        ),
+      };
+      await claim.checkpoint(started);
+    }
     const outcome = await invokeFunction(definition, call, createContext);
     if (outcome.kind === 'fatal') return { kind: 'outcome', outcome: fatalOutcome(outcome.error) };
     answered = {

@@ -10,6 +10,11 @@ export interface RunEnvironment {
   signal: AbortSignal;
   /** Stops the run; an `AgentError` reason other than `ABORTED` reaches the consumer as an `error` event. */
   abort(reason: unknown): void;
+  /**
+   * Whether the reader left (`return()`, `throw()`): what the run emits from now on reaches nobody.
+   * A reader that only aborted the signal still reads what the run says last.
+   */
+  readerLeft(): boolean;
 }
 
 /**
@@ -38,6 +43,8 @@ export function driveRun(
       emit: (event) => channel.push(event),
       signal: controller.signal,
       abort: (reason) => controller.abort(reason),
+      // The channel closes only once the body ends, or when the reader leaves.
+      readerLeft: () => channel.closed,
     };
     void body(environment)
       .catch((error: unknown) => {

@@ -88,7 +88,7 @@ export interface SessionService {
   /**
    * The session's events after `after`: the log, then live ones until the session stops running
    * (it ends at once for a session that is not running). `NOT_FOUND` (thrown on the first
-   * `next()`) when there is none.
+   * `next()`) when there is none, `BAD_REQUEST` when `after` is not an integer of -1 or more.
    */
   events(sessionId: string, after: number, signal?: AbortSignal): AsyncGenerator<SessionEvent>;
   /**
@@ -295,9 +295,11 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
     }
     if (superseded) return;
     if (segment.controller.signal.aborted && !segment.interrupted) {
-      // Cancelled: the run is over for good.
+      // Cancelled: the run is over for good, including a question it saved while being cancelled.
       const info = await log.get(sessionId).catch(() => undefined);
-      if (info?.interactionId !== undefined) await context.ports.store.delete(info.interactionId).catch(() => undefined);
+      for (const id of new Set([info?.interactionId, lastInteraction])) {
+        if (id !== undefined) await context.ports.store.delete(id).catch(() => undefined);
+      }
     } else if (final?.status !== 'suspended') {
       const error = sawError && lastInteraction !== undefined && final?.status !== 'failed';
       let status: SessionStatus = final?.status ?? (error || segment.interrupted ? 'paused' : sawError ? 'failed' : 'completed');
@@ -385,6 +387,12 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
 
   /** The reading behind `events` and `eventBatches`: each array holds what was ready together. */
   async function* batches(sessionId: string, after: number, signal?: AbortSignal): AsyncGenerator<SessionEvent[]> {
+    // Events are numbered from the cursor on: any other cursor would number them wrongly.
+    if (!Number.isSafeInteger(after) || after < -1) {
+      throw new AgentError('BAD_REQUEST', `after: expected an event index (an integer of -1 or more), got ${String(after).slice(0, 40)}`, {
+        details: { path: 'after' },
+      });
+    }
     await info(sessionId);
     let cursor = after;
     // Subscribe first, then read the log: an event appended in between is announced to us.
@@ -523,7 +531,11 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       const release = reserve();
       try {
         const claim = await claimFor(sessionId, found, context, context.runOptions?.leaseMs);
-        const moved = await log.update(sessionId, { status: 'running' }, [found.status]);
+        // A log that fails here leaves the session waiting, and its record free to resume at once.
+        const moved = await log.update(sessionId, { status: 'running' }, [found.status]).catch(async (error: unknown) => {
+          await claim.release().catch(() => undefined);
+          throw error;
+        });
         if (!moved) {
           await claim.release().catch(() => undefined);
           throw new AgentError('CONFLICT', `Session ${sessionId} changed while resuming; try again`);
@@ -547,10 +559,9 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       }
       local.get(sessionId)?.controller.abort(new AgentError('ABORTED', 'Session was cancelled'));
       await bus.publish(channelOf(sessionId), 'cancel').catch(() => undefined);
-      // A session that waits holds nothing running: its saved state goes now.
-      if (found.status !== 'running' && found.interactionId !== undefined) {
-        await context.ports.store.delete(found.interactionId).catch(() => undefined);
-      }
+      // Its saved state goes now, whatever the phase: a running segment finds its record gone at its
+      // next write and stops, and a segment whose instance died leaves nothing anyone could resume.
+      if (found.interactionId !== undefined) await context.ports.store.delete(found.interactionId).catch(() => undefined);
     },
 
     status: info,
