@@ -155,9 +155,13 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
     emit(metadata ? { type: 'functionResult', callId: call.callId, content, metadata } : { type: 'functionResult', callId: call.callId, content });
   };
   let attempt = 1;
+  /** Stops passing the run's abort to the turn's request and calls: once they have all settled. */
+  let detachTurn: (() => void) | undefined;
 
   try {
     for (;;) {
+      detachTurn?.();
+      detachTurn = undefined;
       throwIfAborted(signal);
       let caller: FunctionCaller;
       if (recovered) {
@@ -184,7 +188,10 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
         const stopTurn = (): void => turnController.abort(signal.reason);
         // The run may have been stopped while the request was being prepared: its signal fires no more.
         if (signal.aborted) stopTurn();
-        else signal.addEventListener('abort', stopTurn, { once: true });
+        else {
+          signal.addEventListener('abort', stopTurn, { once: true });
+          detachTurn = () => signal.removeEventListener('abort', stopTurn);
+        }
         // Side-effecting calls start once the whole answer is in (and journalled): `true` lets
         // them run, `false` settles them unrun, for an answer that broke off and is asked again.
         let openGate: (run: boolean) => void = () => undefined;
@@ -245,8 +252,6 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
           attempt += 1;
           session.turnCount -= 1;
           continue;
-        } finally {
-          signal.removeEventListener('abort', stopTurn);
         }
         attempt = 1;
         if (guarded.kind === 'fatal') return guarded;
@@ -305,6 +310,8 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
     const agentError = toAgentError(error);
     if (isTransient(agentError)) return { kind: 'pause', error: agentError };
     return { kind: 'fatal', message: `Agent error: ${agentError.message}`, code: agentError.code };
+  } finally {
+    detachTurn?.();
   }
 }
 

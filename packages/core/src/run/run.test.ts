@@ -188,6 +188,44 @@ describe('run() and resume()', () => {
     ]);
   });
 
+  it('passes a stop to a function still running after the model answered', async () => {
+    let sawStop = false;
+    let started = (): void => undefined;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const slow = defineFunction({
+      name: 'slow_lookup',
+      description: 'Looks something up slowly.',
+      parameters: z.object({}),
+      handler: async (_args, context) => {
+        started();
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 2_000);
+          context.signal.addEventListener('abort', () => {
+            sawStop = true;
+            clearTimeout(timer);
+            resolve();
+          });
+        });
+        return { found: true };
+      },
+    });
+    const backend = createScriptedBackendClient([[functionCallChunk('slow_lookup')]]);
+    const controller = new AbortController();
+    const events: AgentEvent[] = [];
+    const done = (async () => {
+      for await (const event of run(start('look it up'), { backend, store: createMemoryInteractionStore() }, { functionGroups: [{ name: 'lookup', functions: [slow] }], signal: controller.signal })) {
+        events.push(event);
+      }
+    })();
+    await running;
+    // The answer is in: the call runs on its own now.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    controller.abort();
+    await done;
+    expect(sawStop).toBe(true);
+    expect(events.some((event) => event.type === 'complete')).toBe(false);
+  });
+
   it('ends a runaway loop at the turn cap with one tool-free turn', async () => {
     const looping = createScriptedBackendClient((request) =>
       request.body.tools ? [functionCallChunk('system_list_files', { status_update: 'looking' })] : [thoughtChunk('out of turns')],
