@@ -506,7 +506,7 @@ describe('createAgentHandler: request bodies', () => {
     expect((await resumeToNew.json()).error).toMatchObject({ code: 'BAD_REQUEST', details: { path: 'resume' } });
     expect(tokens).toEqual([]);
     // Answers the reference passes through to the run as they are: not refused (this id is unknown).
-    for (const response of [{ input: 'Ada' }, { input: null }, { selected: ['a'] }, { consent: 'yes' }]) {
+    for (const response of [{ input: 'Ada' }, { input: null }, { input: {} }, { selected: ['a'] }, { consent: 'yes' }]) {
       const events = await wireEvents(await handler(post(JSON.stringify({ resume: { interactionId: 'x', response } }))));
       expect(events, JSON.stringify(response)).toEqual([{ error: { message: 'Unknown interaction ID: x', code: 'INTERACTION_NOT_FOUND' } }]);
     }

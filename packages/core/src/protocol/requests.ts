@@ -232,15 +232,15 @@ function parseResume(value: unknown, prefix: string): ResumeRequest {
 }
 
 /**
- * Checks the answer to a suspend event: a JSON object whose `input`, when it is an object, is
- * content (`{ role?, parts: [...] }`), so an answer the run could only read as empty is refused
- * before the single-use interaction is spent on it. Any other field, and an `input` of another
- * type, goes to the run as it is, as the reference passes such answers through. `path` names the
- * answer in messages (empty: the body itself).
+ * Checks the answer to a suspend event: a JSON object whose `input`, when it is an object with
+ * `parts`, is content (`{ role?, parts: [...] }`), so an answer the run could only read as empty is
+ * refused before the single-use interaction is spent on it. Any other field, and an `input` of
+ * another type or without `parts`, goes to the run as it is, as the reference takes such answers.
+ * `path` names the answer in messages (empty: the body itself).
  */
 export function parseResumeResponse(value: unknown, path: string): Record<string, unknown> {
   if (!isPlainObject(value)) throw badRequest(path || '(body)', `expected the answer as a JSON object, e.g. {"input": {...}}, got ${describe(value)}`);
-  if (isPlainObject(value.input)) {
+  if (isPlainObject(value.input) && value.input.parts !== undefined) {
     const parsed = LLMContentSchema.safeParse(value.input);
     if (!parsed.success) throw fromIssues(formatPath(path, ['input']), parsed.error.issues);
   }
