@@ -178,7 +178,8 @@ describe('the task tree functions with hostile trees and ids', () => {
       [['system_mark_completed_tasks', { task_ids: ['task_003_1'] }]],
       [['system_read_text_from_file', { file_path: '/mnt/task_tree.json' }]],
     ]);
-    expect(responses[0]).toEqual({ error: 'task_ids: there is no task tree yet; make one with system_create_task_tree first' });
+    // The path comes back every time, as the protocol's response requires it.
+    expect(responses[0]).toEqual({ file_path: '/mnt/task_tree.json', error: 'task_ids: there is no task tree yet; make one with system_create_task_tree first' });
     expect(responses[2]).toEqual({
       file_path: '/mnt/task_tree.json',
       error: `task_ids: the task tree has no task "task_404", "task_${'9'.repeat(95)}…"; the other tasks were marked complete`,

@@ -223,11 +223,11 @@ export function createSystemGroup(): FunctionGroup {
         description: 'Marks tasks of the task tree as complete.',
         strictDeclaration: true,
         parameters: z.object({ task_ids: z.array(z.string()).describe('The ids of the finished tasks.') }),
-        response: z.object({ file_path: z.string().optional().describe('Where the updated task tree was saved.'), error: responseError }),
+        response: z.object({ file_path: z.string().describe('Where the updated task tree was saved.'), error: responseError }),
         icon: 'task',
         title: 'Marking tasks complete',
         async handler({ task_ids }, context) {
-          if (context.taskTree.get() === '') return { error: 'task_ids: there is no task tree yet; make one with system_create_task_tree first' };
+          const noTree = context.taskTree.get() === '';
           const unknown = [...new Set(task_ids.filter((id) => !context.taskTree.has(id)))];
           let file_path: string;
           try {
@@ -235,6 +235,8 @@ export function createSystemGroup(): FunctionGroup {
           } catch (error) {
             return errorResult(error);
           }
+          // The path comes back whatever happened, as the protocol's response has it; what could not be marked is said beside it.
+          if (noTree) return { file_path, error: 'task_ids: there is no task tree yet; make one with system_create_task_tree first' };
           if (unknown.length === 0) return { file_path };
           const listed = unknown.slice(0, MAX_LISTED_TASK_IDS).map(quoteTaskId).join(', ');
           const more = unknown.length > MAX_LISTED_TASK_IDS ? ` and ${unknown.length - MAX_LISTED_TASK_IDS} more` : '';
