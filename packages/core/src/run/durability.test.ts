@@ -14,6 +14,7 @@ import {
   thoughtChunk,
   type ScriptedRequest,
 } from '../testing/index.js';
+import { checkpointState } from '../../test/saved-states.js';
 import { INTERACTION_STATE_VERSION, type InteractionState } from './interaction-state.js';
 import { resume, run, type RunOptions } from './index.js';
 
@@ -38,23 +39,6 @@ function responsesIn(request: ScriptedRequest | undefined): Array<{ name: string
 const answered = (request: ScriptedRequest, name: string) => responsesIn(request).some((response) => response.name === name);
 const codeOf = (event: RunEvent | undefined) => (event?.type === 'error' ? event.code : event?.type);
 
-/** A first checkpoint of a run, as a process that claimed it and died would have left it. */
-function checkpointState(overrides: Partial<InteractionState> = {}): InteractionState {
-  return {
-    version: INTERACTION_STATE_VERSION,
-    createdAt: new Date(0).toISOString(),
-    kind: 'checkpoint',
-    mode: 'objective',
-    model: 'gemini-test',
-    contents: [{ role: 'user', parts: [{ text: '<objective>Greet me</objective>' }] }],
-    fileSystem: { files: [], routes: {}, fileCount: 0 },
-    taskTree: { tree: null },
-    flags: {},
-    consentsGranted: [],
-    turnCount: 0,
-    ...overrides,
-  };
-}
 
 type Operation = 'get' | 'set' | 'delete';
 

@@ -15,7 +15,8 @@ import {
   thoughtChunk,
   type ScriptedRequest,
 } from '../testing/index.js';
-import { INTERACTION_STATE_VERSION, type InteractionState } from './interaction-state.js';
+import { checkpointState } from '../../test/saved-states.js';
+import type { InteractionState } from './interaction-state.js';
 import { resume, run, type RunOptions } from './index.js';
 
 async function collect(events: AsyncIterable<RunEvent>): Promise<RunEvent[]> {
@@ -106,17 +107,8 @@ describe('never lose a run', () => {
         { functionCall: { name: 'lookup', args: { word: 'beta' } } },
       ],
     };
-    const state: InteractionState = {
-      version: INTERACTION_STATE_VERSION,
-      createdAt: new Date(0).toISOString(),
-      kind: 'checkpoint',
-      mode: 'objective',
-      model: 'gemini-test',
+    const state: InteractionState = checkpointState({
       contents: [objective, modelTurn],
-      fileSystem: { files: [], routes: {}, fileCount: 0 },
-      taskTree: { tree: null },
-      flags: {},
-      consentsGranted: [],
       turnCount: 1,
       turn: {
         calls: [
@@ -125,7 +117,7 @@ describe('never lose a run', () => {
           { callId: 'c3', name: 'lookup', args: { word: 'beta' } },
         ],
       },
-    };
+    });
     // A process claimed the run, wrote this checkpoint, and died: its short lease runs out.
     await createClaimedInteraction(store, 'crashed', state, { owner: 'alice', leaseMs: 20 });
     const backend = createScriptedBackendClient([done('All done')]);

@@ -6,7 +6,7 @@ import { claimInteraction, createClaimedInteraction } from '../interactions/inde
 import type { AgentPorts, InteractionStore, SessionLog } from '../ports/index.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
 import type { RunEvent } from '../protocol/run-events.js';
-import { INTERACTION_STATE_VERSION } from '../run/interaction-state.js';
+import { checkpointState } from '../../test/saved-states.js';
 import { resume } from '../run/index.js';
 import {
   createMemoryEventBus,
@@ -57,19 +57,7 @@ const codeOf = (promise: Promise<unknown>) =>
 const typeOf = (event: SessionEvent) => Object.keys(JSON.parse(event.json) as object)[0];
 
 /** A run's first checkpoint, as an instance that started it and died left it. */
-const firstCheckpoint = {
-  version: INTERACTION_STATE_VERSION,
-  createdAt: new Date(0).toISOString(),
-  kind: 'checkpoint',
-  mode: 'objective',
-  model: 'gemini-test',
-  contents: [{ role: 'user', parts: [{ text: '<objective>Greet me</objective>' }] }],
-  fileSystem: { files: [], routes: {}, fileCount: 0 },
-  taskTree: { tree: null },
-  flags: {},
-  consentsGranted: [],
-  turnCount: 0,
-};
+const firstCheckpoint = checkpointState();
 
 describe('durability of sessions', () => {
   it('lets exactly one of two resumes at the same moment run, through the service on two instances or through resume(), and refuses the other with CONFLICT', async () => {
