@@ -413,6 +413,26 @@ describe('sessions client at the edges of the stream protocol', () => {
     expect(requests.filter((request) => request.includes('alt=sse'))).toHaveLength(2);
   });
 
+  it('gives up on a status or an answer the server never sends, after the idle timeout: the answer is sent again, a status fails the run', async () => {
+    const { baseUrl, requests } = await sessionServer((exchange, outgoing) => {
+      if (exchange.url.endsWith('/status')) return json(outgoing, 200, { sessionId: 's1', status: 'suspended', eventCount: 1 });
+      if (exchange.url.endsWith(':resume')) {
+        if (exchange.count === 1) return; // No answer, the connection left open.
+        return json(outgoing, 200, { ok: true });
+      }
+      openStream(outgoing);
+      outgoing.end(frame(1, complete) + DONE);
+    });
+    const options = { reconnect: { initialDelayMs: 1, maxDelayMs: 5, idleTimeoutMs: 150 } };
+    const answered = client(baseUrl, options).resumeRun('s1', { input: { parts: [{ text: 'Ada' }] } });
+    expect(await read(answered)).toEqual({ seen: ['complete'], error: undefined });
+    expect(requests.filter((request) => request.endsWith(':resume'))).toHaveLength(2);
+
+    const silent = await sessionServer(() => undefined);
+    const stuck = client(silent.baseUrl, options).resumeRun('s1', { input: { parts: [{ text: 'Ada' }] } });
+    await expect(stuck.result).rejects.toMatchObject({ kind: 'network', code: 'TIMEOUT' });
+  });
+
   it('stops at abort while it waits to reconnect: no request after it, no timer left', async () => {
     let refused!: () => void;
     const waiting = new Promise<void>((resolve) => (refused = resolve));

@@ -26,7 +26,9 @@ export interface ReconnectOptions {
    * A stream that sends nothing, not even a keep-alive comment, for this long (from the request
    * on, so a server that never answers counts too) is dropped and reconnected; on the legacy
    * protocol, which cannot reconnect, the run fails with a `network` error with code `TIMEOUT`.
-   * Default 45 000 ms (the server sends a comment every 15 s); 0 waits forever.
+   * A sessions status or answer (`:resume`) that gets no answer for this long is given up on too:
+   * an answer is sent again, a status fails the run. Default 45 000 ms (the server sends a comment
+   * every 15 s); 0 waits forever.
    */
   idleTimeoutMs?: number;
 }
@@ -107,8 +109,28 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
     }
   };
 
+  /**
+   * A call that answers at once (status, resume): given up on, and its request aborted, when no
+   * answer comes within the idle timeout, so a server that never answers cannot hold the run.
+   */
+  const sendWithin = async (method: 'GET' | 'POST', target: string, request: { body?: object; signal: AbortSignal }): Promise<Response> => {
+    if (!(idleTimeoutMs > 0)) return connection.send(method, target, request);
+    const call = new AbortController();
+    const stop = (): void => call.abort();
+    if (request.signal.aborted) stop();
+    else request.signal.addEventListener('abort', stop, { once: true });
+    try {
+      return await connection.send(method, target, { ...request, signal: call.signal, timeoutMs: idleTimeoutMs });
+    } catch (error) {
+      stop();
+      throw error;
+    } finally {
+      request.signal.removeEventListener('abort', stop);
+    }
+  };
+
   const status = async (signal: AbortSignal): Promise<{ status: string; eventCount: number }> => {
-    const body = await connection.json(await connection.send('GET', path('/status'), { signal }));
+    const body = await connection.json(await sendWithin('GET', path('/status'), { signal }));
     if (typeof body.status !== 'string' || !Number.isSafeInteger(body.eventCount)) {
       throw new AgentClientError('protocol', `The status of session ${session.sessionId} has no status and eventCount`);
     }
@@ -120,7 +142,7 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
     let retried = false;
     for (;;) {
       try {
-        await connection.send('POST', path(':resume'), { body: response, signal });
+        await sendWithin('POST', path(':resume'), { body: response, signal });
         return;
       } catch (error) {
         // The earlier try reached the server before its answer was lost: the session runs already.
