@@ -9,6 +9,7 @@ import {
   fileNamePrefixFromMimeType,
   mimeTypeFromFileName,
 } from './mime-types.js';
+import { decodeSafely } from '../protocol/values.js';
 
 /** How a file's `data` is to be read: text, base64 bytes, a file URI or a stored-data handle. */
 export type FileDescriptorType = 'text' | 'inlineData' | 'fileData' | 'storedData';
@@ -520,15 +521,6 @@ function namedPath(name: string, extension: string): string {
 
 function invalidName(name: string, reason: string): AgentError {
   return new AgentError('BAD_REQUEST', `"${quoteName(name)}" is not a usable file name: ${reason}`, { details: { field: 'name' } });
-}
-
-function decodeSafely(text: string): string {
-  try {
-    return decodeURIComponent(text);
-  } catch {
-    // Not percent-encoding after all (a lone "%"): the text as written.
-    return text;
-  }
 }
 
 /** A name or path as an error message quotes it: control characters escaped, cut when long. */

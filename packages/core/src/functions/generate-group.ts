@@ -8,6 +8,7 @@ import type { JsonObject, LLMContent, Part } from '../protocol/content.js';
 import type { GenerateContentRequest, Tool } from '../protocol/gemini.js';
 import { boundError, describeFailure, errorResult, toErrorOrResponse } from './error-classification.js';
 import { boundResultText, commonParameters, MAX_RESULT_TEXT_LENGTH, oneOf } from './parameters.js';
+import { isPlainObject } from '../protocol/values.js';
 
 /** The consent reading arbitrary web pages needs. */
 export const WEBPAGE_CONSENT = 'GET_ANY_WEBPAGE';
@@ -70,27 +71,23 @@ async function streamParts(
   for await (const chunk of context.ports.backend.streamGenerateContent(model, body, context.signal)) {
     // A backend that answers with something other than a chunk (a bug, a proxy's error page) gives
     // nothing rather than a TypeError the model could make nothing of.
-    if (!isObject(chunk)) continue;
-    const blocked = isObject(chunk.promptFeedback) ? chunk.promptFeedback.blockReason : undefined;
+    if (!isPlainObject(chunk)) continue;
+    const blocked = isPlainObject(chunk.promptFeedback) ? chunk.promptFeedback.blockReason : undefined;
     if (blocked) throw new AgentError('MODEL_ERROR', `The prompt was blocked (blockReason ${String(blocked)}${blocked === 'SAFETY' ? '' : ', a safety block'})`);
     const candidate: unknown = Array.isArray(chunk.candidates) ? chunk.candidates[0] : undefined;
-    if (!isObject(candidate)) continue;
+    if (!isPlainObject(candidate)) continue;
     if (typeof candidate.finishReason === 'string') turn.finishReason = candidate.finishReason;
     if (isNonEmpty(candidate.groundingMetadata)) turn.grounding = candidate.groundingMetadata;
     if (isNonEmpty(candidate.urlContextMetadata)) turn.urlContext = candidate.urlContextMetadata;
-    const parts: unknown = isObject(candidate.content) ? candidate.content.parts : undefined;
+    const parts: unknown = isPlainObject(candidate.content) ? candidate.content.parts : undefined;
     if (!Array.isArray(parts)) continue;
-    for (const part of parts) if (isObject(part)) await onPart(part as Part);
+    for (const part of parts) if (isPlainObject(part)) await onPart(part as Part);
   }
   return turn;
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 function isNonEmpty(value: unknown): value is JsonObject {
-  return isObject(value) && Object.keys(value).length > 0;
+  return isPlainObject(value) && Object.keys(value).length > 0;
 }
 
 const BLOCKING_FINISH_REASONS = new Set(['SAFETY', 'PROHIBITED_CONTENT', 'BLOCKLIST', 'SPII', 'IMAGE_SAFETY']);
@@ -106,10 +103,10 @@ function blockedMessage(finishReason: string | undefined): string | undefined {
 function reportSources(context: FunctionContext, turn: StreamedTurn): void {
   const metadata: JsonObject = {};
   if (turn.grounding) {
-    const chunks = Array.isArray(turn.grounding.groundingChunks) ? turn.grounding.groundingChunks.filter(isObject) : [];
+    const chunks = Array.isArray(turn.grounding.groundingChunks) ? turn.grounding.groundingChunks.filter(isPlainObject) : [];
     const sources = chunks
       .map((chunk) => chunk.web ?? chunk.maps ?? chunk.retrievedContext)
-      .filter(isObject)
+      .filter(isPlainObject)
       .map((source) => ({ uri: String(source.uri ?? ''), title: String(source.title ?? source.uri ?? '') }));
     const queries = Array.isArray(turn.grounding.webSearchQueries) ? turn.grounding.webSearchQueries : [];
     metadata.grounding = { sources, queries };
@@ -118,7 +115,7 @@ function reportSources(context: FunctionContext, turn: StreamedTurn): void {
     }
   }
   if (turn.urlContext) {
-    const urls = Array.isArray(turn.urlContext.urlMetadata) ? turn.urlContext.urlMetadata.filter(isObject) : [];
+    const urls = Array.isArray(turn.urlContext.urlMetadata) ? turn.urlContext.urlMetadata.filter(isPlainObject) : [];
     const retrieved = urls.map((entry) => ({ url: String(entry.retrievedUrl ?? ''), status: String(entry.urlRetrievalStatus ?? '') }));
     metadata.urlContext = retrieved;
     if (retrieved.length > 0) context.update(`Read ${retrieved.map((entry) => entry.url).join(', ')}`, { isThought: true });

@@ -3,6 +3,7 @@ import type { BackendClient, ExecuteStepRequest } from '../ports/index.js';
 import type { LLMContent, Part } from '../protocol/content.js';
 import { blobIdOf } from '../model/conform-body.js';
 import { base64ToText, textToBase64 } from '../protocol/base64.js';
+import { isPlainObject } from '../protocol/values.js';
 
 /** One input chunk of an `executeStep` request. */
 export interface StepChunk {
@@ -79,15 +80,15 @@ export async function executeMediaStep(backend: BackendClient, step: MediaStep, 
   if (step.useG1Quota) request.enableG1Quota = true;
 
   const response: unknown = await backend.executeStep(request, signal);
-  if (!isObject(response)) throw malformed('the answer', 'not an object');
+  if (!isPlainObject(response)) throw malformed('the answer', 'not an object');
   if (typeof response.errorMessage === 'string' && response.errorMessage.length > 0) throw new AgentError('UPSTREAM_ERROR', response.errorMessage);
   const outputs = response.executionOutputs;
-  const output = isObject(outputs) ? outputs[step.output] : undefined;
-  const chunks: unknown = isObject(output) ? output.chunks : undefined;
+  const output = isPlainObject(outputs) ? outputs[step.output] : undefined;
+  const chunks: unknown = isPlainObject(output) ? output.chunks : undefined;
   if (chunks !== undefined && !Array.isArray(chunks)) throw malformed(`executionOutputs.${step.output}.chunks`, 'not a list');
   const result: MediaStepResult = { contents: [] };
   for (const [index, chunk] of (chunks ?? []).entries()) {
-    if (!isObject(chunk) || typeof chunk.mimetype !== 'string' || typeof chunk.data !== 'string') {
+    if (!isPlainObject(chunk) || typeof chunk.mimetype !== 'string' || typeof chunk.data !== 'string') {
       throw malformed(`executionOutputs.${step.output}.chunks[${index}]`, 'not a chunk with a string mimetype and data');
     }
     if (chunk.substreamName === 'requested-model') {
@@ -102,10 +103,6 @@ export async function executeMediaStep(backend: BackendClient, step: MediaStep, 
   }
   if (result.contents.length === 0) throw new AgentError('UPSTREAM_ERROR', 'Unable to find data in the output');
   return result;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function malformed(field: string, what: string): AgentError {

@@ -1,4 +1,5 @@
 import { AgentError, isAgentError, toAgentError } from '../errors/index.js';
+import { decodeSafely } from '../protocol/values.js';
 
 // Keeps secrets and server file paths out of error messages made from text we do not control
 // (a provider's error body, a network error naming a URL, an unexpected exception).
@@ -76,14 +77,6 @@ export function redactServerMessage(text: string): string {
     .replace(/file:\/\/\/?[^\s'"`)]+/gi, '[path]')
     .replace(/(^|[\s'"`(=:])(?:[A-Za-z]:\\|\\\\)[^\s'"`)]*/g, '$1[path]')
     .replace(/(^|[\s'"`(=])\/(?:[^\s'"`)/]+\/)+[^\s'"`)]*/g, '$1[path]');
-}
-
-function decodeSafely(value: string): string {
-  try {
-    return decodeURIComponent(value);
-  } catch {
-    return value;
-  }
 }
 
 /** How a string looks inside a JSON string literal (quotes and escapes as `JSON.stringify` writes them). */

@@ -3,6 +3,7 @@ import { AgentError } from '../errors/index.js';
 import { LLMContentSchema } from './content.js';
 import { lazy } from './lazy.js';
 import { formatFirstIssue, formatPath } from '../errors/format-issues.js';
+import { describeType, isPlainObject } from './values.js';
 
 // The request schemas are built on first parse: a process that never parses a request body (one
 // that calls run() itself) never pays for them.
@@ -157,10 +158,10 @@ export function parseAgentRequestBody(json: unknown, limits: AgentRequestLimits 
 }
 
 function parseBody(json: unknown, maxSegments: number): AgentRequestBody {
-  if (!isPlainObject(json)) throw badRequest('(root)', `expected a JSON object, got ${describe(json)}`);
+  if (!isPlainObject(json)) throw badRequest('(root)', `expected a JSON object, got ${describeType(json)}`);
   const { accessToken, ...rest } = json;
   if (accessToken !== undefined && typeof accessToken !== 'string') {
-    throw badRequest('accessToken', `expected string, got ${describe(accessToken)}`);
+    throw badRequest('accessToken', `expected string, got ${describeType(accessToken)}`);
   }
   const token = accessToken === undefined || accessToken === '' ? {} : { accessToken };
   if ('resume' in rest) return { kind: 'resume', resume: parseResume(rest.resume, 'resume'), ...token };
@@ -239,7 +240,7 @@ function parseResume(value: unknown, prefix: string): ResumeRequest {
  * `path` names the answer in messages (empty: the body itself).
  */
 export function parseResumeResponse(value: unknown, path: string): Record<string, unknown> {
-  if (!isPlainObject(value)) throw badRequest(path || '(body)', `expected the answer as a JSON object, e.g. {"input": {...}}, got ${describe(value)}`);
+  if (!isPlainObject(value)) throw badRequest(path || '(body)', `expected the answer as a JSON object, e.g. {"input": {...}}, got ${describeType(value)}`);
   if (isPlainObject(value.input) && value.input.parts !== undefined) {
     const parsed = LLMContentSchema.safeParse(value.input);
     if (!parsed.success) throw fromIssues(formatPath(path, ['input']), parsed.error.issues);
@@ -248,7 +249,7 @@ export function parseResumeResponse(value: unknown, path: string): Record<string
 }
 
 function parseStart(value: unknown, prefix: string, maxSegments: number): StartRequest {
-  if (!isPlainObject(value)) throw badRequest(prefix || '(root)', `expected object, got ${describe(value)}`);
+  if (!isPlainObject(value)) throw badRequest(prefix || '(root)', `expected object, got ${describeType(value)}`);
   if (value.segments === undefined) throw badRequest(formatPath(prefix, ['segments']), "required: Missing 'segments' in request body");
   const parsed = startRequestSchema().safeParse(value);
   if (!parsed.success) throw fromIssues(prefix, parsed.error.issues);
@@ -280,13 +281,13 @@ function parseStart(value: unknown, prefix: string, maxSegments: number): StartR
  * `type`) and an input with no content are left out (`undefined`); an unknown `type` is refused.
  */
 export function parseSegment(value: unknown, path: string): Segment | undefined {
-  if (!isPlainObject(value)) throw badRequest(path, `expected object, got ${describe(value)}`);
+  if (!isPlainObject(value)) throw badRequest(path, `expected object, got ${describeType(value)}`);
   let flat: Record<string, unknown> = value;
   if (value.type === undefined || value.type === null || value.type === '') {
     const key = Object.keys(SEGMENT_SPELLINGS).find((candidate) => candidate in value) as keyof typeof SEGMENT_SPELLINGS | undefined;
     if (!key) return undefined;
     const inner = value[key];
-    if (!isPlainObject(inner)) throw badRequest(`${path}.${key}`, `expected object, got ${describe(inner)}`);
+    if (!isPlainObject(inner)) throw badRequest(`${path}.${key}`, `expected object, got ${describeType(inner)}`);
     path = `${path}.${key}`;
     flat = { ...inner, type: SEGMENT_SPELLINGS[key] };
   } else if (!SEGMENT_KINDS.includes(value.type as string)) {
@@ -321,12 +322,3 @@ function badRequest(path: string, problem: string): AgentError {
   return new AgentError('BAD_REQUEST', `${path}: ${problem}`, { details: { path } });
 }
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'array';
-  return typeof value;
-}

@@ -8,6 +8,8 @@
  * Only a field declared with {@link dropInvalid} can make a check return a changed copy.
  */
 
+import { describeType, isPlainObject } from './values.js';
+
 /** A problem found by a check: where (path from the checked value) and what. */
 export class ShapeIssue {
   readonly path: PropertyKey[] = [];
@@ -50,14 +52,8 @@ export interface OptionalShape<T> extends Shape<T | undefined> {
   readonly optional: true;
 }
 
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'array';
-  return typeof value;
-}
-
 function expected(what: string, value: unknown): ShapeIssue {
-  return new ShapeIssue(`expected ${what}, got ${describe(value)}`);
+  return new ShapeIssue(`expected ${what}, got ${describeType(value)}`);
 }
 
 function primitive<T>(kind: 'string' | 'number' | 'boolean'): Shape<T> {
@@ -143,16 +139,12 @@ export function array<T>(item: Shape<T>): Shape<T[]> {
   };
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /** A JSON object with string keys whose every value fits `inner`. */
 export function record<T>(inner: Shape<T>): Shape<Record<string, T>> {
   return {
     definition: { kind: 'record', inner },
     check: (value) => {
-      if (!isObject(value)) return expected('object', value);
+      if (!isPlainObject(value)) return expected('object', value);
       if (inner.definition.kind === 'unknown') return value as Record<string, T>;
       let copy: Record<string, unknown> | undefined;
       for (const key in value) {
@@ -175,7 +167,7 @@ export function looseObject<const P extends Properties>(properties: P): Shape<In
   return {
     definition: { kind: 'object', properties },
     check: (value) => {
-      if (!isObject(value)) return expected('object', value);
+      if (!isPlainObject(value)) return expected('object', value);
       let copy: Record<string, unknown> | undefined;
       for (const key of keys) {
         const field = value[key];

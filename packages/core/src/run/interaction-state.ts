@@ -4,6 +4,7 @@ import type { LoopMode } from '../loop/agent-loop.js';
 import type { JournalledCall } from '../loop/turn-journal.js';
 import type { JsonObject, LLMContent } from '../protocol/content.js';
 import type { AgentResult } from '../protocol/events.js';
+import { isPlainObject } from '../protocol/values.js';
 
 /** The version of the state this runtime writes; other versions are refused by name. */
 export const INTERACTION_STATE_VERSION = 2;
@@ -73,7 +74,7 @@ export function readInteractionState(id: string, text: string, maxBytes?: number
   } catch {
     throw unreadable(id, 'not JSON');
   }
-  if (!isObject(value)) throw unreadable(id, 'not an object');
+  if (!isPlainObject(value)) throw unreadable(id, 'not an object');
   const state = value as Partial<InteractionState>;
   if (state.version !== INTERACTION_STATE_VERSION) {
     throw unreadable(id, `it was saved in format ${JSON.stringify(state.version)}; this runtime reads format ${INTERACTION_STATE_VERSION}`);
@@ -84,11 +85,11 @@ export function readInteractionState(id: string, text: string, maxBytes?: number
   if (!Array.isArray(state.contents)) throw unreadable(id, 'contents: expected array');
   for (let index = 0; index < state.contents.length; index += 1) {
     const content: unknown = state.contents[index];
-    if (!isObject(content) || !Array.isArray(content.parts)) throw unreadable(id, `contents[${index}]: expected an object with a parts array`);
+    if (!isPlainObject(content) || !Array.isArray(content.parts)) throw unreadable(id, `contents[${index}]: expected an object with a parts array`);
     if (content.role !== undefined && typeof content.role !== 'string') throw unreadable(id, `contents[${index}].role: expected string`);
     const parts = content.parts as unknown[];
     for (let at = 0; at < parts.length; at += 1) {
-      if (!isObject(parts[at])) throw unreadable(id, `contents[${index}].parts[${at}]: expected object`);
+      if (!isPlainObject(parts[at])) throw unreadable(id, `contents[${index}].parts[${at}]: expected object`);
     }
   }
   if (typeof state.turnCount !== 'number' || !Number.isSafeInteger(state.turnCount) || state.turnCount < 0) {
@@ -97,8 +98,8 @@ export function readInteractionState(id: string, text: string, maxBytes?: number
   if (!Array.isArray(state.consentsGranted) || !state.consentsGranted.every((consent) => typeof consent === 'string')) {
     throw unreadable(id, 'consentsGranted: expected array of strings');
   }
-  if (!isObject(state.flags)) throw unreadable(id, 'flags: expected object');
-  if (state.graph !== undefined && !isObject(state.graph)) throw unreadable(id, 'graph: expected object');
+  if (!isPlainObject(state.flags)) throw unreadable(id, 'flags: expected object');
+  if (state.graph !== undefined && !isPlainObject(state.graph)) throw unreadable(id, 'graph: expected object');
   if (state.sessionId !== undefined && typeof state.sessionId !== 'string') throw unreadable(id, 'sessionId: expected string');
   // The calls of a suspended turn, or of the turn in flight, answer the model's turn: the last content.
   const callsOf = (calls: unknown, field: string): void => {
@@ -117,27 +118,23 @@ export function readInteractionState(id: string, text: string, maxBytes?: number
     if (state.precondition !== undefined && typeof state.precondition !== 'boolean') throw unreadable(id, 'precondition: expected boolean');
   }
   if (state.turn !== undefined) {
-    if (!isObject(state.turn)) throw unreadable(id, 'turn: expected object');
+    if (!isPlainObject(state.turn)) throw unreadable(id, 'turn: expected object');
     callsOf(state.turn.calls, 'turn.calls');
-    if (state.turn.result !== undefined && !isObject(state.turn.result)) throw unreadable(id, 'turn.result: expected object');
+    if (state.turn.result !== undefined && !isPlainObject(state.turn.result)) throw unreadable(id, 'turn.result: expected object');
   }
   return state as InteractionState;
 }
 
 /** What is wrong with a saved call (`": ..."` or `".field: ..."`), or `undefined`. */
 function callProblem(call: unknown): string | undefined {
-  if (!isObject(call)) return ': expected object';
+  if (!isPlainObject(call)) return ': expected object';
   if (typeof call.callId !== 'string') return '.callId: expected string';
   if (typeof call.name !== 'string') return '.name: expected string';
-  if (!isObject(call.args)) return '.args: expected object';
+  if (!isPlainObject(call.args)) return '.args: expected object';
   if (call.providerId !== undefined && typeof call.providerId !== 'string') return '.providerId: expected string';
-  if (call.response !== undefined && !isObject(call.response)) return '.response: expected object';
+  if (call.response !== undefined && !isPlainObject(call.response)) return '.response: expected object';
   if (call.started !== undefined && typeof call.started !== 'boolean') return '.started: expected boolean';
   return undefined;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function unreadable(id: string, problem: string): AgentError {
