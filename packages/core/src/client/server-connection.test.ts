@@ -1,8 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { AgentEvent } from '../protocol/events.js';
 import { AgentClientError, createAgentClient, type AgentClientOptions, type AgentRun } from './index.js';
+import { read } from '../../test/client-runs.js';
 
 // What a client meets on the wire besides a well-behaved agent server: proxies' pages, answers that
 // are not event streams, streams cut or gone silent, events of a newer server. Each answer is
@@ -42,21 +42,6 @@ async function failureOf(run: AgentRun): Promise<AgentClientError> {
   );
   expect(error).toBeInstanceOf(AgentClientError);
   return error as AgentClientError;
-}
-
-async function read(run: AgentRun): Promise<{ seen: string[]; error: AgentClientError | undefined }> {
-  const seen: string[] = [];
-  const error = await (async () => {
-    for await (const event of run.events) seen.push(label(event));
-  })().then(
-    () => undefined,
-    (caught: unknown) => caught as AgentClientError,
-  );
-  return { seen, error };
-}
-
-function label(event: AgentEvent): string {
-  return event.type === 'thought' ? event.text : event.type;
 }
 
 const data = (event: object): string => `data: ${JSON.stringify(event)}\n\n`;

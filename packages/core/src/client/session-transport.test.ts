@@ -2,8 +2,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { getEventListeners } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { AgentEvent } from '../protocol/events.js';
 import { AgentClientError, createAgentClient, type AgentClientOptions, type AgentRun } from './index.js';
+import { read } from '../../test/client-runs.js';
 
 // A sessions server written by hand, frame by frame, to play the edges of the sessions protocol
 // (repeated or missing ids, bare envelopes, streams that stay open or are cut) that the core handler
@@ -94,18 +94,6 @@ function client(baseUrl: string, options: Partial<AgentClientOptions> = {}) {
   return createAgentClient({ baseUrl, protocol: 'sessions', getAccessToken: () => TOKEN, ...fast, ...options });
 }
 
-/** What the app reads: thought texts and the other event types, then how the run ended. */
-async function read(run: AgentRun): Promise<{ seen: string[]; error: AgentClientError | undefined }> {
-  const seen: string[] = [];
-  const error = await (async () => {
-    for await (const event of run.events) seen.push(label(event));
-  })().then(
-    () => undefined,
-    (caught: unknown) => caught as AgentClientError,
-  );
-  return { seen, error };
-}
-
 /** Watches the timers the client sets: `pending()` lists where each one not yet run or cleared was set. */
 function watchClientTimers(): { pending(): string[]; stop(): void } {
   const realSet = globalThis.setTimeout;
@@ -126,10 +114,6 @@ function watchClientTimers(): { pending(): string[]; stop(): void } {
     realClear(id);
   });
   return { pending: () => [...pending.values()], stop: () => vi.restoreAllMocks() };
-}
-
-function label(event: AgentEvent): string {
-  return event.type === 'thought' ? event.text : event.type;
 }
 
 describe('sessions client at the edges of the stream protocol', () => {
