@@ -1,6 +1,5 @@
 import { EventChannel } from '../channel/event-channel.js';
 import { messageOf } from '../errors/message-of.js';
-import type { JsonObject } from '../protocol/content.js';
 import { isSuspendEvent, type AgentEvent, type AgentResult, type SuspendEvent } from '../protocol/events.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
 import type { StartRequest } from '../protocol/requests.js';

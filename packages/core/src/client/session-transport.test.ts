@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { getEventListeners } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { AgentClientError, createAgentClient, type AgentClientOptions, type AgentRun } from './index.js';
+import { AgentClientError, createAgentClient, type AgentClientOptions } from './index.js';
 import { read } from '../../test/client-runs.js';
 
 // A sessions server written by hand, frame by frame, to play the edges of the sessions protocol
@@ -86,7 +86,6 @@ const question = { waitForInput: { requestId: 'r1', prompt: { parts: [{ text: 'N
 const frame = (index: number, data: object = thought(index)): string => `event: event\nid: ${index}\ndata: ${JSON.stringify(data)}\n\n`;
 const DONE = 'event: done\ndata: {}\n\n';
 const afterOf = (url: string): number => Number(new URL(url, 'http://x').searchParams.get('after') ?? -1);
-const isStream = (exchange: Exchange): boolean => exchange.method === 'GET' && exchange.url.includes('alt=sse');
 
 const fast = { reconnect: { initialDelayMs: 1, maxDelayMs: 5 } } satisfies Partial<AgentClientOptions>;
 

@@ -10,7 +10,6 @@ import {
   MAX_RANGE_LENGTH,
   MAX_SHEET_NAME_LENGTH,
   MAX_WRITE_CHARACTERS,
-  MEMORY_DIRECTORY,
   parseSheetName,
   toEnteredCell,
   type SheetManager,

@@ -83,7 +83,6 @@ export interface FakeGoogleDrive {
 }
 
 const SPREADSHEET = 'application/vnd.google-apps.spreadsheet';
-const FOLDER = 'application/vnd.google-apps.folder';
 const WORKSPACE_PREFIX = 'application/vnd.google-apps.';
 /** Sheets' documented cap on the cells of one spreadsheet. */
 const MAX_CELLS = 10_000_000;

@@ -10,7 +10,6 @@ import {
   dataUrlOf,
   decodeBase64Text,
   functionCallingOf,
-  functionDeclarationsOf,
   generationSettingsOf,
   isObject,
   mediaOf,
