@@ -15,10 +15,17 @@ const SECRET_PATTERNS: ReadonlyArray<[RegExp, string]> = [
   [/\bya29\.[0-9A-Za-z_.-]+/g, REDACTED],
   // Credentials inside a URL: scheme://user:password@host.
   [/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#@'"]+@/gi, `$1${REDACTED}@`],
-  // Keys and tokens passed as query parameters.
-  [/([?&](?:key|api[_-]?key|access[_-]?token|token|auth|sig|signature|password)=)[^&\s#'"]+/gi, `$1${REDACTED}`],
-  // Header lines such as `x-goog-api-key: ...` or `"authorization":"..."` in an echoed request.
-  [/((?:x-goog-api-key|x-api-key|api-key|authorization|cookie|proxy-authorization)["']?\s*[:=]\s*["']?)[^\s"',}]+/gi, `$1${REDACTED}`],
+  // Keys and tokens passed as query or form parameters, or quoted bare (`invalid token=...`).
+  [
+    /((?:^|[?&\s;,('"])(?:key|api[_-]?key|access[_-]?token|refresh[_-]?token|id[_-]?token|token|auth|sig|signature|password|client[_-]?secret)=)[^&\s#'";,)]+/gi,
+    `$1${REDACTED}`,
+  ],
+  // Header lines such as `x-goog-api-key: ...`, and fields of an echoed request or token answer
+  // such as `"authorization":"..."` or `"refresh_token": "..."`.
+  [
+    /((?:x-goog-api-key|x-api-key|api-key|authorization|cookie|proxy-authorization|access[_-]token|refresh[_-]token|id[_-]token|client[_-]secret)["']?\s*[:=]\s*["']?)[^\s"',};)&]+/gi,
+    `$1${REDACTED}`,
+  ],
 ];
 
 /**
