@@ -148,7 +148,8 @@ export async function measure(spec, rep, context) {
       }
       const serverExit = await server.exited;
       if (serverExit.code !== 0) problems.push(...exitProblems('server', serverExit, server.stderr()));
-      sample = toSample(spec, rep, readResult(serverResult), problems);
+      const reported = readResult(serverResult);
+      sample = toSample(spec, rep, reported, problems);
       const clientSample = toSample(spec, rep, readResult(path.join(folder, 'client.json')), []);
       sample.client = clientSample;
       if (sse) {
@@ -156,6 +157,13 @@ export async function measure(spec, rep, context) {
         if (!(events > 0)) problems.push(`unexpected answer: ${JSON.stringify(client.stdout().trim().slice(0, 80))}`);
         sample.figures.eventsPerRun = events;
         sample.figures.eventsPerCoreSecond = events / (sample.cpuPerRunMs / 1000);
+        // The same after the server's warm-up runs: a long-lived server's pace, once its code is compiled.
+        const warm = reported?.warm;
+        if (warm && reported.last && reported.runs > warm.runs) {
+          const warmCpuPerRunMs = (reported.last.cpuMicros - warm.at.cpuMicros) / 1000 / (reported.runs - warm.runs);
+          sample.figures.warmRuns = warm.runs;
+          sample.figures.warmEventsPerCoreSecond = events / (warmCpuPerRunMs / 1000);
+        }
         return sample;
       }
       checkAnswer(client.stdout(), spec, context, problems);

@@ -56,11 +56,16 @@ async function serveRun(request, response) {
 }
 
 let runs = 0;
+/** Runs that warm the server up before the `warm` reading (BENCH_SSE_WARM_RUNS). */
+const warmRuns = Number(process.env.BENCH_SSE_WARM_RUNS || 0);
 /** @type {import('./contender.mjs').Snapshot | undefined} */
 let first;
+/** @type {import('./contender.mjs').Snapshot | undefined} */
+let warm;
 const server = http.createServer((request, response) => {
   runs += 1;
   if (runs === 2) first = snapshot();
+  if (warmRuns > 0 && runs === warmRuns + 1) warm = snapshot();
   serveRun(request, response).catch((error) => response.destroy(error));
 });
 server.listen(0, '127.0.0.1', () => {
@@ -70,7 +75,7 @@ server.listen(0, '127.0.0.1', () => {
 
 process.once('SIGTERM', () => {
   const last = snapshot();
-  report({ runs, first: first ?? last, last });
+  report({ runs, first: first ?? last, last, ...(warm ? { warm: { runs: warmRuns, at: warm } } : {}) });
   server.close(() => process.exit(0));
   server.closeAllConnections();
 });

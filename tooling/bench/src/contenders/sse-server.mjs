@@ -46,12 +46,17 @@ const handler =
     : createAgentHandler({ createPorts: () => ({ backend, store }), runOptions: () => options });
 
 let runs = 0;
+/** Runs that warm the server up before the `warm` reading (BENCH_SSE_WARM_RUNS). */
+const warmRuns = Number(process.env.BENCH_SSE_WARM_RUNS || 0);
 /** @type {import('./contender.mjs').Snapshot | undefined} */
 let first;
+/** @type {import('./contender.mjs').Snapshot | undefined} */
+let warm;
 const server = await serve({
   handler: (request) => {
     runs += 1;
     if (runs === 2) first = snapshot();
+    if (warmRuns > 0 && runs === warmRuns + 1) warm = snapshot();
     return handler(request);
   },
 });
@@ -59,6 +64,6 @@ process.stdout.write(`LISTENING ${server.url}\n`);
 
 process.once('SIGTERM', () => {
   const last = snapshot();
-  report({ runs, first: first ?? last, last });
+  report({ runs, first: first ?? last, last, ...(warm ? { warm: { runs: warmRuns, at: warm } } : {}) });
   void server.close().then(() => process.exit(0));
 });
