@@ -38,7 +38,9 @@ export interface AgentRun {
   /**
    * Every event in order, suspend events included (render them, then `respond()`). Single
    * consumer. Ends after `complete`, `error` or `paused`; throws an {@link AgentClientError} when
-   * the transport fails.
+   * the transport fails. A reader 1,000 events behind holds the run: the server's stream is read
+   * no further until it has caught up by half (nothing is dropped). A run whose `events` nobody
+   * reads, or a reader that left (`break`), holds nothing back.
    */
   readonly events: AsyncIterable<AgentEvent>;
   /**
@@ -120,6 +122,58 @@ export function driveRun(transport: RunTransport, options: AgentRunOptions = {})
   // The app may only read `events`; an unobserved rejection must not crash it.
   result.catch(() => undefined);
 
+  // Backpressure: the events pushed and not yet taken by the app. While the app reads `events`
+  // and is this far behind, the run stops reading the server's stream (the server, or TCP,
+  // waits) until the app has caught up by half. An app that does not read `events` (it awaits
+  // `result` with `onSuspend`) is not waited for: what it leaves unread is kept, as before.
+  let unread = 0;
+  let readers = 0;
+  let caughtUp: (() => void) | undefined;
+  const wake = (): void => {
+    const resolve = caughtUp;
+    caughtUp = undefined;
+    resolve?.();
+  };
+  const push = (event: AgentEvent): void => {
+    if (channel.closed) return;
+    unread += 1;
+    channel.push(event);
+  };
+  /** Waits, when the app reads `events` and is `MAX_UNREAD_EVENTS` behind, until it catches up, leaves, or the run stops. */
+  const paced = async (): Promise<void> => {
+    while (readers > 0 && unread >= MAX_UNREAD_EVENTS && !controller.signal.aborted) {
+      await new Promise<void>((resolve) => {
+        caughtUp = resolve;
+      });
+    }
+  };
+  const events: AsyncIterable<AgentEvent> = {
+    [Symbol.asyncIterator]() {
+      const iterator = channel[Symbol.asyncIterator]();
+      let left = false;
+      readers += 1;
+      const take = (next: IteratorResult<AgentEvent, undefined>): IteratorResult<AgentEvent, undefined> => {
+        if (next.done) return next;
+        unread -= 1;
+        if (caughtUp && unread <= MAX_UNREAD_EVENTS / 2) wake();
+        if (session) lastEventIndex = session.indexes.get(next.value) ?? lastEventIndex;
+        return next;
+      };
+      return {
+        next: () => iterator.next().then(take),
+        return: () => {
+          // A reader that left is waited for no more (another may come and take what is left).
+          if (!left) {
+            left = true;
+            readers -= 1;
+            wake();
+          }
+          return iterator.return ? iterator.return() : Promise.resolve({ done: true, value: undefined });
+        },
+      };
+    },
+  };
+
   const stopped = new Promise<never>((_, reject) => {
     controller.signal.addEventListener('abort', () => reject(aborted()), { once: true });
   });
@@ -138,16 +192,7 @@ export function driveRun(transport: RunTransport, options: AgentRunOptions = {})
   };
 
   const handle: AgentRun = {
-    events: session
-      ? {
-          async *[Symbol.asyncIterator]() {
-            for await (const event of channel) {
-              lastEventIndex = session.indexes.get(event) ?? lastEventIndex;
-              yield event;
-            }
-          },
-        }
-      : channel,
+    events,
     result,
     get pending() {
       return pending;
@@ -170,6 +215,7 @@ export function driveRun(transport: RunTransport, options: AgentRunOptions = {})
     abort() {
       if (controller.signal.aborted) return;
       controller.abort();
+      wake();
       if (!settled) transport.cancel?.();
       fail(aborted());
       channel.close();
@@ -195,7 +241,8 @@ export function driveRun(transport: RunTransport, options: AgentRunOptions = {})
       for await (const event of transport.open(request, controller.signal)) {
         if (controller.signal.aborted) return;
         if (transport.history?.has(event)) {
-          channel.push(event);
+          push(event);
+          if (unread >= MAX_UNREAD_EVENTS) await paced();
           continue;
         }
         if (isSuspendEvent(event)) {
@@ -205,7 +252,7 @@ export function driveRun(transport: RunTransport, options: AgentRunOptions = {})
           early = undefined;
           if (event.interactionId !== undefined) interactionId = event.interactionId;
         }
-        channel.push(event);
+        push(event);
         if (event.type === 'complete') {
           succeed(event.result);
           channel.close();
@@ -228,6 +275,11 @@ export function driveRun(transport: RunTransport, options: AgentRunOptions = {})
         if (isSuspendEvent(event)) {
           suspend = event;
           break;
+        }
+        // The stream is read no further while the app is far behind.
+        if (unread >= MAX_UNREAD_EVENTS) {
+          await paced();
+          if (controller.signal.aborted) return;
         }
       }
       if (controller.signal.aborted) return;
@@ -273,6 +325,9 @@ export function driveRun(transport: RunTransport, options: AgentRunOptions = {})
   });
   return handle;
 }
+
+/** How many events the app may leave unread in `run.events` before the run stops reading the server's stream. */
+export const MAX_UNREAD_EVENTS = 1000;
 
 function aborted(): AgentClientError {
   return new AgentClientError('aborted', 'Run was stopped', { code: 'ABORTED' });

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AgentClientError, createAgentClient, type AgentClientOptions, type AgentRun } from './index.js';
 import { read } from '../../test/client-runs.js';
+import { MAX_UNREAD_EVENTS } from './agent-run.js';
 
 // What a client meets on the wire besides a well-behaved agent server: proxies' pages, answers that
 // are not event streams, streams cut or gone silent, events of a newer server. Each answer is
@@ -242,6 +243,81 @@ describe('the client facing a hostile or broken server', () => {
     }
     expect(expected).toBe(count);
     expect(inOrder).toBe(true);
+  });
+
+  it('stops reading a fast stream while the app is far behind in run.events, and loses nothing', async () => {
+    const count = 5_000;
+    // Every frame the same length, so the bytes the client took from the body say how many events.
+    const frameOf = (index: number): string => data(thought(`${String(index).padStart(5, '0')}${'x'.repeat(1_000)}`));
+    const frameBytes = frameOf(0).length;
+    const baseUrl = await listen(async (incoming, outgoing) => {
+      openStream(outgoing);
+      for (let index = 0; index < count; index += 1) {
+        if (!outgoing.write(frameOf(index))) await new Promise((resolve) => outgoing.once('drain', resolve));
+      }
+      outgoing.end(data(complete));
+    });
+    // The bytes the client pulled from the body, one chunk at a time as it asks for them.
+    let pulled = 0;
+    const counting: AgentClientOptions['fetch'] = async (input, init) => {
+      const response = await fetch(input, init);
+      const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+      const body = new ReadableStream<Uint8Array>(
+        {
+          async pull(controller) {
+            const { done, value } = await reader.read();
+            if (done) controller.close();
+            else {
+              pulled += value.byteLength;
+              controller.enqueue(value);
+            }
+          },
+          cancel: (reason) => reader.cancel(reason),
+        },
+        { highWaterMark: 0 },
+      );
+      return new Response(body, { status: response.status, headers: response.headers });
+    };
+    const run = client(baseUrl, { fetch: counting }).startRun('go');
+    const events = run.events[Symbol.asyncIterator]();
+    expect((await events.next()).done).toBe(false);
+    // The app dawdles over its first event: wait until the client has pulled as far as the bound
+    // and then no more for a while (a busy machine may pause it earlier), or has pulled it all.
+    const aheadNow = () => Math.floor(pulled / frameBytes) - 1;
+    for (let last = -1, still = 0; (still < 5 || aheadNow() < MAX_UNREAD_EVENTS - 1) && pulled < count * frameBytes; ) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      still = pulled === last ? still + 1 : 0;
+      last = pulled;
+    }
+    const ahead = aheadNow();
+    // One chunk of the body (64 KiB at most) beyond the bound, not the whole stream.
+    expect(ahead).toBeLessThan(MAX_UNREAD_EVENTS + 100);
+    let seen = 1;
+    let inOrder = true;
+    for (let next = await events.next(); !next.done; next = await events.next()) {
+      if (next.value.type !== 'thought') continue;
+      if (next.value.text.slice(0, 5) !== String(seen).padStart(5, '0')) inOrder = false;
+      seen += 1;
+    }
+    expect(seen).toBe(count);
+    expect(inOrder).toBe(true);
+    expect((await run.result).success).toBe(true);
+  });
+
+  it('does not wait for an app that does not read run.events, or that stopped reading them', async () => {
+    const count = 3 * MAX_UNREAD_EVENTS;
+    const baseUrl = await listen((incoming, outgoing) => {
+      openStream(outgoing);
+      let text = '';
+      for (let index = 0; index < count; index += 1) text += data(thought(String(index)));
+      outgoing.end(text + data(complete));
+    });
+    expect((await client(baseUrl).startRun('go').result).success).toBe(true);
+    const run = client(baseUrl).startRun('go');
+    for await (const event of run.events) {
+      if (event.type === 'thought') break;
+    }
+    expect((await run.result).success).toBe(true);
   });
 
   it('keeps the token and the query of a URL out of its messages', async () => {

@@ -23,6 +23,8 @@ type Route = (exchange: Exchange, outgoing: ServerResponse) => void | Promise<vo
 
 const servers: Server[] = [];
 afterEach(async () => {
+  // A test that failed halfway leaves no spy on the timers of the next.
+  vi.restoreAllMocks();
   for (const server of servers) server.closeAllConnections();
   await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
 });
@@ -459,6 +461,78 @@ describe('sessions client at the edges of the stream protocol', () => {
       timers.stop();
     }
     expect(closed).toBe(2);
+  });
+
+  it("reconnects after the stream's retry: time, shorter or longer than its own backoff, up to maxDelayMs", async () => {
+    /** The waits the client sleeps before reconnecting, in milliseconds. */
+    const watchWaits = (): { waits: number[]; first: Promise<number>; stop(): void } => {
+      const realSet = globalThis.setTimeout;
+      const waits: number[] = [];
+      let first!: (ms: number) => void;
+      const firstWait = new Promise<number>((resolve) => (first = resolve));
+      vi.spyOn(globalThis, 'setTimeout').mockImplementation(((handler: () => void, ms?: number) => {
+        if (/at sleep \(.*session-transport\.ts:/.test(new Error().stack ?? '')) {
+          waits.push(ms ?? 0);
+          first(ms ?? 0);
+        }
+        return realSet(handler, ms);
+      }) as typeof setTimeout);
+      return { waits, first: firstWait, stop: () => vi.restoreAllMocks() };
+    };
+    /** A first stream that sets `retry:` on its start envelope, sends an event and drops; `refusals` 503s; then the end. */
+    const retryingServer = (retry: string, refusals: number) =>
+      sessionServer(async (exchange, outgoing) => {
+        if (exchange.count === 1) {
+          outgoing.writeHead(200, { 'content-type': 'text/event-stream' });
+          outgoing.write(`event: start\nretry: ${retry}\ndata: {"sessionId":"s1"}\n\n${frame(0)}`);
+          await new Promise((resolve) => setTimeout(resolve, 20));
+          outgoing.destroy();
+          return;
+        }
+        if (exchange.count <= 1 + refusals) return json(outgoing, 503, { error: 'restarting' });
+        openStream(outgoing);
+        outgoing.end(frame(1, complete) + DONE);
+      });
+
+    // Shorter: the client's own backoff would wait half a minute or more.
+    const short = await retryingServer('5', 0);
+    let watch = watchWaits();
+    const quick = client(short.baseUrl, { reconnect: { initialDelayMs: 60_000, maxDelayMs: 60_000 } }).startRun('go');
+    const firstWait = await watch.first;
+    if (firstWait !== 5) quick.abort();
+    expect(firstWait).toBe(5);
+    expect(await read(quick)).toEqual({ seen: ['t0', 'complete'], error: undefined });
+    watch.stop();
+    expect(watch.waits).toEqual([5]);
+
+    // Longer, up to the client's cap, kept for the reconnect after the one that failed.
+    const long = await retryingServer('3600000', 1);
+    watch = watchWaits();
+    const slow = await read(client(long.baseUrl, { reconnect: { initialDelayMs: 1, maxDelayMs: 40 } }).startRun('go'));
+    watch.stop();
+    expect(slow).toEqual({ seen: ['t0', 'complete'], error: undefined });
+    expect(watch.waits).toEqual([40, 40]);
+  });
+
+  it('gives up on a :cancel the server never answers, after the idle timeout: its connection closed, no timer left', async () => {
+    let cancelLeft!: () => void;
+    const cancelClosed = new Promise<void>((resolve) => (cancelLeft = resolve));
+    const { baseUrl, requests } = await sessionServer((exchange, outgoing) => {
+      // No status line, the connection left open: the client has to let go.
+      if (exchange.url.endsWith(':cancel')) return void outgoing.on('close', () => cancelLeft());
+      openStream(outgoing);
+      outgoing.write(frame(0));
+    });
+    const timers = watchClientTimers();
+    const run = client(baseUrl, { reconnect: { idleTimeoutMs: 150 } }).startRun('go');
+    for await (const event of run.events) {
+      if (event.type === 'thought') run.abort();
+    }
+    await expect(run.result).rejects.toMatchObject({ kind: 'aborted', code: 'ABORTED' });
+    await cancelClosed;
+    expect(requests).toContain('POST /v1beta1/sessions/s1:cancel');
+    expect(timers.pending()).toEqual([]);
+    timers.stop();
   });
 
   it('cancels the session that sessions/new makes after the run was aborted while waiting for it', async () => {

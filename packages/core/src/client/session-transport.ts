@@ -18,6 +18,8 @@ export interface ReconnectOptions {
   /**
    * The wait before the first reconnect; each next one waits twice as long, with jitter. Default
    * 500 ms. A `Retry-After` the server sent with a 429 or 5xx is waited out when longer (up to a minute).
+   * A `retry:` field on the session's stream sets the first wait after a drop instead (shorter or
+   * longer, up to `maxDelayMs`), and the least wait of the reconnects after it, as in EventSource.
    */
   initialDelayMs?: number;
   /** The longest wait between two reconnects. Default 15 000 ms. */
@@ -28,7 +30,8 @@ export interface ReconnectOptions {
    * protocol, which cannot reconnect, the run fails with a `network` error with code `TIMEOUT`.
    * A sessions status or answer (`:resume`) that gets no answer for this long is given up on too:
    * an answer is sent again, a status fails the run. Default 45 000 ms (the server sends a comment
-   * every 15 s); 0 waits forever.
+   * every 15 s); 0 waits forever, except for the `:cancel` of an aborted run, which nothing awaits:
+   * it is given up on after this long, or after the default when 0.
    */
   idleTimeoutMs?: number;
 }
@@ -62,8 +65,18 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
   };
   const path = (suffix: string) => `${SESSIONS}${encodeURIComponent(session.sessionId ?? '')}${suffix}`;
 
-  /** Counts failures in a row; waits before the next try, or throws once they are used up. */
-  const createBackoff = (signal: AbortSignal) => {
+  /**
+   * The reconnection time the session's stream asked for with `retry:` (WHATWG SSE), clamped to
+   * `[0, maxDelayMs]` (and a minute): the wait before the first reconnect after a drop, and the
+   * least wait before the next ones. It outlasts the connection that sent it, as in EventSource.
+   */
+  let reconnectTimeMs: number | undefined;
+
+  /**
+   * Counts failures in a row; waits before the next try, or throws once they are used up. A
+   * stream's backoff (`streamed`) also waits the server's reconnection time.
+   */
+  const createBackoff = (signal: AbortSignal, streamed = false) => {
     let failures = 0;
     return {
       reset: () => {
@@ -82,15 +95,21 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
             cause: error,
           });
         }
-        await sleep(delayAfter(failures, error), signal);
+        await sleep(delayAfter(failures, error, streamed ? reconnectTimeMs : undefined), signal);
         if (signal.aborted) throw error;
       },
     };
   };
 
-  /** The wait after the `failures`-th failure in a row: doubling, with jitter, or the server's `Retry-After` when longer. */
-  const delayAfter = (failures: number, error: AgentClientError): number => {
-    const backoff = Math.min(maxDelayMs, initialDelayMs * 2 ** (failures - 1)) * (0.5 + Math.random() / 2);
+  /**
+   * The wait after the `failures`-th failure in a row: doubling, with jitter, or the server's
+   * `Retry-After` when longer. A stream's `retry:` replaces the first wait (shorter or longer) and
+   * is the least of the next ones, so a `retry: 0` does not use up the attempts at once.
+   */
+  const delayAfter = (failures: number, error: AgentClientError, reconnectTime?: number): number => {
+    let backoff: number;
+    if (reconnectTime !== undefined && failures === 1) backoff = reconnectTime;
+    else backoff = Math.max(reconnectTime ?? 0, Math.min(maxDelayMs, initialDelayMs * 2 ** (failures - 1)) * (0.5 + Math.random() / 2));
     return Math.max(backoff, retryAfterOf(error) ?? 0);
   };
 
@@ -165,7 +184,7 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
 
   /** The session's events after the cursor until its segment ends, reconnecting when the stream drops. */
   const follow = async function* (signal: AbortSignal): AsyncGenerator<AgentEvent> {
-    const backoff = createBackoff(signal);
+    const backoff = createBackoff(signal, true);
     let replayedEnd = false;
     // A waiting event is where the session stands only when nothing follows it: it is held until
     // the next message says whether it was answered (another event) or is waiting (the end, or
@@ -241,6 +260,7 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
           next = undefined;
           if (result.done) break;
           const message = result.value;
+          if (message.retry !== undefined) reconnectTimeMs = Math.min(message.retry, maxDelayMs, MAX_RECONNECT_TIME_MS);
           if (message.event === 'done') {
             done = true;
             break;
@@ -315,8 +335,16 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
     }
   };
 
+  /**
+   * Best effort, awaited by nobody: a server that never answers is given up on after the idle
+   * timeout (the default one when the idle timeout is off), its request aborted, so the connection
+   * (and, in Node, the process) is not held.
+   */
   const cancel = (): void => {
-    if (session.sessionId !== undefined) void connection.send('POST', path(':cancel')).catch(() => undefined);
+    if (session.sessionId === undefined) return;
+    const call = new AbortController();
+    const timeoutMs = idleTimeoutMs > 0 && Number.isFinite(idleTimeoutMs) ? idleTimeoutMs : DEFAULT_IDLE_TIMEOUT_MS;
+    void connection.send('POST', path(':cancel'), { signal: call.signal, timeoutMs }).catch(() => call.abort());
   };
 
   return {
@@ -347,6 +375,8 @@ export function createSessionTransport(connection: ServerConnection, begin: Sess
 
 /** How long a stream may stay quiet after a waiting event before the session's status is asked. */
 const SETTLE_MS = 200;
+/** The longest reconnection time a stream's `retry:` can ask for; longer is read as this. */
+const MAX_RECONNECT_TIME_MS = 60_000;
 const MAX_SETTLE_MS = 5_000;
 
 /** Waits `ms`, or less when `signal` aborts. */
