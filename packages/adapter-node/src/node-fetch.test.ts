@@ -1,5 +1,5 @@
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createNodeFetch } from './node-fetch.js';
 
@@ -129,6 +129,34 @@ describe('createNodeFetch', () => {
     }
   });
 
+  it('gives up on a connection whose TLS handshake never ends after connectTimeout', async () => {
+    // Takes the TCP connection and never answers the TLS client hello.
+    const accepted: Socket[] = [];
+    const silent = createNetServer((socket) => {
+      accepted.push(socket);
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const pooled = createNodeFetch({ connectTimeout: 100 });
+    try {
+      const outcome = await pooled(`https://127.0.0.1:${(silent.address() as AddressInfo).port}/`).then(
+        () => 'answered',
+        (error: Error & { cause?: Error & { code?: string } }) => `${error.message}: ${error.cause?.code}`,
+      );
+      expect(outcome).toBe('fetch failed: UND_ERR_CONNECT_TIMEOUT');
+    } finally {
+      await pooled.close();
+      for (const socket of accepted) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
+  it('refuses timeouts that are not whole numbers of milliseconds when created, not on the first request', () => {
+    expect(() => createNodeFetch({ bodyTimeout: -1 })).toThrow(/bodyTimeout must be a whole number of milliseconds of at least 0/);
+    expect(() => createNodeFetch({ headersTimeout: 1.5 })).toThrow(/headersTimeout/);
+    expect(() => createNodeFetch({ connectTimeout: Number.NaN })).toThrow(/connectTimeout/);
+  });
+
   describe('against a hostile server', () => {
     let server: import('node:http').Server | undefined;
     const held: Array<import('node:http').ServerResponse> = [];
@@ -190,6 +218,19 @@ describe('createNodeFetch', () => {
       expect(await waiting).toBe('fetch failed: This fetch was closed');
       // The server sees both connections go.
       await expect.poll(() => held.every((answer) => answer.destroyed)).toBe(true);
+    });
+
+    it('gives up on answers whose headers or next body bytes take longer than headersTimeout and bodyTimeout', async () => {
+      const base = await hostile();
+      const pooled = createNodeFetch({ headersTimeout: 100, bodyTimeout: 100 });
+      const causeOf = (error: Error & { cause?: Error & { code?: string } }) => `${error.name}: ${error.cause?.code}`;
+      try {
+        expect(await pooled(`${base}/stall-before-headers`).then(() => 'answered', causeOf)).toBe('TypeError: UND_ERR_HEADERS_TIMEOUT');
+        const response = await pooled(`${base}/stall-after-headers`);
+        expect(await response.text().then(() => 'read', causeOf)).toBe('TypeError: UND_ERR_BODY_TIMEOUT');
+      } finally {
+        await pooled.close();
+      }
     });
 
     it('stops after 20 redirects of a loop with a TypeError', async () => {

@@ -9,7 +9,26 @@ export interface NodeFetchOptions {
   connections?: number;
   /** How long an idle socket stays open, in ms. Default 30 000. */
   keepAliveTimeout?: number;
+  /**
+   * How long opening a connection (TCP, and TLS for `https:`) may take, in ms, before the request
+   * fails (`TypeError: fetch failed`, cause code `UND_ERR_CONNECT_TIMEOUT`). `0`: no limit. Default 10 000.
+   */
+  connectTimeout?: number;
+  /**
+   * How long the answer's status and headers may take once the request is sent, in ms, before the
+   * request fails (cause code `UND_ERR_HEADERS_TIMEOUT`). `0`: no limit. Default 300 000.
+   */
+  headersTimeout?: number;
+  /**
+   * How long the answer's body may go without a byte, in ms, before reading it fails (cause code
+   * `UND_ERR_BODY_TIMEOUT`): a gap between two bytes, not the whole body, so a long stream with
+   * regular events is never cut. `0`: no limit. Default 300 000.
+   */
+  bodyTimeout?: number;
 }
+
+/** The options of {@link NodeFetchOptions} passed to undici's agent as they are. */
+const TIMEOUT_OPTIONS = ['connectTimeout', 'headersTimeout', 'bodyTimeout'] as const;
 
 /**
  * A standard `fetch` backed by one pooled keep-alive undici agent, with `close()` to release it:
@@ -62,6 +81,14 @@ function loadUndici(): UndiciParts {
  * ```
  */
 export function createNodeFetch(options: NodeFetchOptions = {}): NodeFetch {
+  // Checked here, not by undici on the first request, where a typo would fail some later model call.
+  const timeouts: Partial<Record<(typeof TIMEOUT_OPTIONS)[number], number>> = {};
+  for (const name of TIMEOUT_OPTIONS) {
+    const value = options[name];
+    if (value === undefined) continue;
+    if (!Number.isInteger(value) || value < 0) throw new RangeError(`${name} must be a whole number of milliseconds of at least 0, got ${value}`);
+    timeouts[name] = value;
+  }
   let undici: UndiciParts | undefined;
   let agent: InstanceType<Undici['Agent']> | undefined;
   let closed = false;
@@ -71,6 +98,7 @@ export function createNodeFetch(options: NodeFetchOptions = {}): NodeFetch {
     agent ??= new loaded.Agent({
       ...(options.connections === undefined ? {} : { connections: options.connections }),
       keepAliveTimeout: options.keepAliveTimeout ?? 30_000,
+      ...timeouts,
     });
     const request = { ...init, dispatcher: agent } as NonNullable<Parameters<Undici['fetch']>[1]>;
     if (init?.body != null && init.redirect === undefined) {

@@ -1,6 +1,7 @@
 import { Agent, createServer, request as httpRequest } from 'node:http';
 import { connect, type Socket } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { AgentError } from '@org/core';
 import { createAgentHandler } from '@org/core/http';
 import { createMemoryInteractionStore, createScriptedBackendClient, functionCallChunk, thoughtChunk } from '@org/core/testing';
 import { createHandler } from './create-handler.js';
@@ -791,5 +792,149 @@ describe('adapter-node: closing', () => {
       .toBe(true);
     await running.close();
     socket.destroy();
+  });
+});
+
+/** Resolves with what the server sent on `socket` once `done` holds for it, or the connection closed. */
+function readUntil(socket: Socket, done: (received: string) => boolean): Promise<string> {
+  return new Promise((resolve) => {
+    let received = '';
+    const finish = (): void => {
+      socket.off('data', onData);
+      socket.off('close', finish);
+      resolve(received);
+    };
+    const onData = (chunk: Buffer): void => {
+      received += chunk.toString('latin1');
+      if (done(received)) finish();
+    };
+    socket.on('data', onData);
+    socket.on('close', finish);
+  });
+}
+
+describe('adapter-node: handler failures', () => {
+  it('tells onError once of a handler that throws and of a body that fails, while the client still sees no detail', async () => {
+    const reported: Array<{ message: string; path: string }> = [];
+    server = await serve({
+      onError: (error, request) => reported.push({ message: (error as Error).message, path: new URL(request.url).pathname }),
+      handler: async (request) => {
+        if (new URL(request.url).pathname === '/throws') throw new Error("ENOENT: open '/srv/secret/state.json'");
+        return new Response(
+          new ReadableStream<Uint8Array>({
+            async start(controller) {
+              controller.enqueue(new TextEncoder().encode('data: 1\n\n'));
+              await new Promise((resolve) => setImmediate(resolve));
+              controller.error(new Error('The model stream broke'));
+            },
+          }),
+        );
+      },
+    });
+    const thrown = await fetch(`${server.url}/throws`);
+    expect(thrown.status).toBe(500);
+    expect(await thrown.text()).not.toContain('/srv/secret');
+    expect(reported).toEqual([{ message: "ENOENT: open '/srv/secret/state.json'", path: '/throws' }]);
+    const cut = await rawAnswer(server.port, 'GET /stream HTTP/1.1\r\nHost: localhost\r\n\r\n');
+    expect(cut).toMatch(/^HTTP\/1\.1 200 /);
+    expect(await settles(() => reported.length === 2)).toBe(true);
+    expect(reported[1]).toEqual({ message: 'The model stream broke', path: '/stream' });
+    // Once each, never again for the same failure.
+    expect(await settles(() => reported.length > 2)).toBe(false);
+  });
+
+  it('keeps serving when onError itself throws or rejects', async () => {
+    let calls = 0;
+    server = await serve({
+      onError: (error) => {
+        calls += 1;
+        if (calls === 1) throw new Error('The log sink is down');
+        return Promise.reject(error) as unknown as void;
+      },
+      handler: async (request) => {
+        if (new URL(request.url).pathname === '/ok') return new Response('fine');
+        throw new Error('boom');
+      },
+    });
+    for (let attempt = 0; attempt < 2; attempt += 1) {
+      const response = await fetch(`${server.url}/fails`);
+      expect(response.status).toBe(500);
+      expect(await response.json()).toMatchObject({ error: { code: 'INTERNAL' } });
+    }
+    expect(calls).toBe(2);
+    expect(await (await fetch(`${server.url}/ok`)).text()).toBe('fine');
+  });
+
+  it('reports to console.error by default with the method and path only, never the query, headers or body', async () => {
+    const spy = vi.spyOn(console, 'error').mockImplementation(() => undefined);
+    try {
+      server = await serve({
+        handler: async () => {
+          throw new Error('boom');
+        },
+      });
+      const response = await fetch(`${server.url}/v1beta1/files?key=AIzaSyA-query-secret`, {
+        method: 'POST',
+        headers: { authorization: 'Bearer header-secret' },
+        body: 'body-secret',
+      });
+      expect(response.status).toBe(500);
+      expect(spy).toHaveBeenCalledTimes(1);
+      const [line, error] = spy.mock.calls[0] as [string, Error];
+      expect(line).toContain('POST /v1beta1/files');
+      expect(error.message).toBe('boom');
+      const logged = JSON.stringify(spy.mock.calls.map((call) => call.map((part) => String(part))));
+      for (const secret of ['query-secret', 'header-secret', 'body-secret']) expect(logged).not.toContain(secret);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  it('answers an AgentError a handler throws with its code status and JSON, and reports only the 5xx ones', async () => {
+    const reported: unknown[] = [];
+    const errors: Record<string, AgentError> = {
+      '/limited': new AgentError('RATE_LIMITED', 'Too many runs for this user; try again shortly'),
+      '/missing': new AgentError('NOT_FOUND', 'No session s-1', { details: { session: 's-1' } }),
+      '/store': new AgentError('STORE_ERROR', 'Could not save interaction i-1 (redis: ECONNREFUSED)'),
+    };
+    server = await serve({
+      onError: (error) => reported.push(error),
+      handler: async (request) => {
+        throw errors[new URL(request.url).pathname];
+      },
+    });
+    const limited = await fetch(`${server.url}/limited`);
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(limited.headers.get('retry-after')).toBe('1');
+    expect(await limited.json()).toEqual({ error: { code: 'RATE_LIMITED', message: 'Too many runs for this user; try again shortly', status: 429 } });
+    const missing = await fetch(`${server.url}/missing`);
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toEqual({ error: { code: 'NOT_FOUND', message: 'No session s-1', status: 404, details: { session: 's-1' } } });
+    const store = await fetch(`${server.url}/store`);
+    expect(store.status).toBe(500);
+    expect(await store.json()).toMatchObject({ error: { code: 'STORE_ERROR', status: 500 } });
+    expect(reported).toEqual([errors['/store']]);
+  });
+});
+
+describe('adapter-node: Expect: 100-continue', () => {
+  it('answers a declared body over the handler limit with 413 and no 100 Continue, and invites a body under it', async () => {
+    server = await serve({ handler: createAgentHandler({ createPorts: greeterPorts(), maxBodyBytes: 1000 }) });
+    const head = 'POST /v1beta1/streamRunAgent HTTP/1.1\r\nHost: localhost\r\ncontent-type: application/json\r\nexpect: 100-continue\r\n';
+    const over = connect(server.port, '127.0.0.1', () => over.write(`${head}content-length: 5000\r\n\r\n`));
+    over.on('error', () => undefined);
+    const refused = await readUntil(over, (received) => received.includes('"code"'));
+    over.destroy();
+    expect(refused).toMatch(/^HTTP\/1\.1 413 [\s\S]*"code":"PAYLOAD_TOO_LARGE"/);
+    expect(refused).not.toContain('100 Continue');
+    // Under the limit: the client is invited, sends its body, and the run is served.
+    const under = connect(server.port, '127.0.0.1', () => under.write(`${head}content-length: ${START_BODY.length}\r\nconnection: close\r\n\r\n`));
+    under.on('error', () => undefined);
+    expect(await readUntil(under, (received) => received.includes('\r\n\r\n'))).toBe('HTTP/1.1 100 Continue\r\n\r\n');
+    under.write(START_BODY);
+    const answer = await readUntil(under, () => false);
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answer).toContain('"thought"');
   });
 });

@@ -1,7 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { AgentError } from '@org/core';
+import { AgentError, isAgentError } from '@org/core';
+import { errorResponse } from '@org/core/http';
 
 /** A Web-standard request handler, such as the one `createAgentHandler` returns. */
 export type WebHandler = (request: Request) => Promise<Response>;
@@ -34,6 +35,21 @@ export interface NodeListenerOptions {
    * client that reads, however slowly, is not cut off. Default 60 000.
    */
   sendTimeoutMs?: number;
+  /**
+   * Told of each request the handler failed to serve, once: the handler threw something other than
+   * an `AgentError` (the client gets a bare 500), threw an `AgentError` whose status is 500 or more,
+   * or its response body failed (the client sees the response cut). Not told of failures after the
+   * request's signal aborted (the client went away, the server is closing). The client never sees
+   * the error; this is where an operator learns why. A hook that throws is ignored. Default: one
+   * line on `console.error` with the method and path (no query, headers or body, which may hold
+   * tokens) and the error.
+   */
+  onError?: (error: unknown, request: Request) => void;
+}
+
+/** Default of {@link NodeListenerOptions.onError}: the method and path only, since the query, headers and body may hold tokens. */
+function logError(error: unknown, request: Request): void {
+  console.error(`@org/adapter-node: ${request.method} ${new URL(request.url).pathname} failed:`, error);
 }
 
 /** Default of {@link NodeListenerOptions.flushDelayMs}. */
@@ -66,7 +82,8 @@ interface Exchange {
  * percent-encoded), two `Host` headers or one that names no host get 400, so the URL the handler
  * sees is always this server's and its path is the one the client sent. What the handler leaves
  * of a request body when it answers is read and dropped, so a client still sending it gets the
- * answer rather than a reset connection.
+ * answer rather than a reset connection. A handler that throws an `AgentError` is answered with its
+ * code's status and JSON; anything else it throws gets a bare 500, and `onError` learns why.
  *
  * @example
  * ```ts
@@ -85,13 +102,25 @@ function listener(
   handler: WebHandler,
   options: NodeListenerOptions,
   exchanges: Set<Exchange> | undefined,
-): (request: IncomingMessage, response: ServerResponse) => void {
+): (request: IncomingMessage, response: ServerResponse, continueOnRead?: boolean) => void {
   const settings: WriteSettings = {
     flushDelayMs: nonNegative(options.flushDelayMs, DEFAULT_FLUSH_DELAY_MS, 'flushDelayMs'),
     sendTimeoutMs: positive(options.sendTimeoutMs, DEFAULT_SEND_TIMEOUT_MS, 'sendTimeoutMs'),
   };
   const isAllowedHost = options.allowedHosts ? hostFilter(options.allowedHosts) : undefined;
-  return (incoming, outgoing) => {
+  const onError = options.onError ?? logError;
+  const report = (error: unknown, request: Request): void => {
+    try {
+      const reported = onError(error, request) as unknown;
+      // An async hook's rejection is its own, as a synchronous hook's throw is.
+      if (reported instanceof Promise) reported.catch(() => undefined);
+    } catch {
+      // The hook failing must not cost the server its next request.
+    }
+  };
+  // `continueOnRead`: the client waits for `100 Continue` before it sends the body (`serve()` takes
+  // Node's `checkContinue` event), which it gets only once the handler reads the body.
+  return (incoming, outgoing, continueOnRead = false) => {
     const refusal = refuseTarget(incoming);
     if (refusal) {
       refuse(outgoing, new AgentError('BAD_REQUEST', refusal, { details: { path: '(request target)' } }));
@@ -149,11 +178,26 @@ function listener(
       if (!outgoing.writableFinished) controller.abort(new Error('Client disconnected'));
     });
     const socket = outgoing.socket;
-    void serveOne(handler, incoming, outgoing, url, controller, settings, () => closing).then(
+    let request: Request | undefined;
+    const served = (async () => {
+      request = toRequest(incoming, outgoing, url, controller.signal, continueOnRead);
+      let response: Response;
+      try {
+        response = await handler(request);
+      } catch (error) {
+        if (!isAgentError(error)) throw error;
+        // An AgentError is the handler's answer: its code's status and JSON, as core's own handler gives.
+        response = errorResponse(error);
+        if (response.status >= 500 && !controller.signal.aborted) report(error, request);
+      }
+      await writeResponse(response, outgoing, controller, settings, () => closing);
+    })();
+    void served.then(
       () => {
         if (closing && socket) closeWhenSent(socket);
       },
       (error: unknown) => {
+        if (request && !controller.signal.aborted) report(error, request);
         if (outgoing.destroyed) return;
         if (!outgoing.headersSent) {
           // The handler failed without an answer; its message may name files or secrets, so it stays here.
@@ -257,15 +301,8 @@ function requestUrl(incoming: IncomingMessage): URL | string {
   }
 }
 
-async function serveOne(
-  handler: WebHandler,
-  incoming: IncomingMessage,
-  outgoing: ServerResponse,
-  url: URL,
-  controller: AbortController,
-  settings: WriteSettings,
-  isClosing: () => boolean,
-): Promise<void> {
+/** The Web `Request` the handler gets: the body streamed from `incoming`, the signal the exchange's. */
+function toRequest(incoming: IncomingMessage, outgoing: ServerResponse, url: URL, signal: AbortSignal, continueOnRead: boolean): Request {
   const headers = new Headers();
   for (const [name, value] of Object.entries(incoming.headers)) {
     if (value === undefined) continue;
@@ -273,12 +310,22 @@ async function serveOne(
     else headers.set(name, value);
   }
   const hasBody = incoming.method !== 'GET' && incoming.method !== 'HEAD';
-  const init: RequestInit & { duplex?: 'half' } = { method: incoming.method ?? 'GET', headers, signal: controller.signal };
+  const init: RequestInit & { duplex?: 'half' } = { method: incoming.method ?? 'GET', headers, signal };
   if (hasBody) {
-    init.body = requestBody(incoming, outgoing);
+    init.body = requestBody(incoming, outgoing, continueOnRead);
     init.duplex = 'half';
   }
-  const response = await handler(new Request(url, init));
+  return new Request(url, init);
+}
+
+/** Writes a handler's response: status and headers, then its body with {@link writeBatched}. */
+async function writeResponse(
+  response: Response,
+  outgoing: ServerResponse,
+  controller: AbortController,
+  settings: WriteSettings,
+  isClosing: () => boolean,
+): Promise<void> {
   const responseHeaders: Record<string, string | string[]> = {};
   response.headers.forEach((value, name) => {
     if (name === 'set-cookie') return;
@@ -308,9 +355,11 @@ async function serveOne(
  * Nothing is read before the handler asks. A handler that stops reading (cancels the stream) or
  * answers before reading it all leaves the rest to be read and dropped, never the connection reset:
  * a client that sends its whole body before it reads the answer (as many do) gets the answer, for
- * as long as the server's request timeout lets it send, and the connection stays usable.
+ * as long as the server's request timeout lets it send, and the connection stays usable. With
+ * `continueOnRead`, the first read sends `100 Continue` (RFC 9110, section 10.1.1): a handler that
+ * answers without reading (a 413 for a declared length over its limit) never invites the body.
  */
-function requestBody(incoming: IncomingMessage, outgoing: ServerResponse): ReadableStream<Uint8Array> {
+function requestBody(incoming: IncomingMessage, outgoing: ServerResponse, continueOnRead: boolean): ReadableStream<Uint8Array> {
   let controller: ReadableStreamDefaultController<Uint8Array> | undefined;
   let reading = false;
   const onData = (chunk: Buffer): void => {
@@ -355,6 +404,8 @@ function requestBody(incoming: IncomingMessage, outgoing: ServerResponse): Reada
       pull() {
         if (!reading) {
           reading = true;
+          // Never after the answer's head (a 100 must come first); Node closes that connection once the answer ends.
+          if (continueOnRead && !outgoing.headersSent) outgoing.writeContinue();
           incoming.on('data', onData);
           incoming.once('end', onEnd);
           incoming.once('error', onError);
@@ -525,6 +576,8 @@ export interface ServeOptions {
   allowedHosts?: readonly string[];
   /** How long a response may wait for a client that reads none of it; see {@link NodeListenerOptions.sendTimeoutMs}. Default 60 000. */
   sendTimeoutMs?: number;
+  /** Told of each request the handler failed to serve; see {@link NodeListenerOptions.onError}. Default: a line on `console.error`. */
+  onError?: (error: unknown, request: Request) => void;
 }
 
 /** Default limits of {@link serve}. */
@@ -538,7 +591,8 @@ const SERVE_DEFAULTS = {
 /**
  * Serves a Web handler on `node:http`, with limits on how long a client may take to send a
  * request, how long an idle connection stays open, and how many connections may be open.
- * `CONNECT` requests get 405. `close()` stops taking connections, ends the responses being
+ * `CONNECT` requests get 405. A client that sends `Expect: 100-continue` is sent `100 Continue` only
+ * when the handler reads the body, so a handler that refuses it unread never invites it. `close()` stops taking connections, ends the responses being
  * streamed where they stand (cleanly, so a client sees the end of the stream, and the requests'
  * signals abort as when a client goes away), closes every other connection, and resolves once all
  * are closed.
@@ -559,11 +613,13 @@ export function serve(options: ServeOptions): Promise<RunningServer> {
     sendTimeoutMs: positive(options.sendTimeoutMs, DEFAULT_SEND_TIMEOUT_MS, 'sendTimeoutMs'),
   };
   if (options.allowedHosts) listenerOptions.allowedHosts = options.allowedHosts;
+  if (options.onError) listenerOptions.onError = options.onError;
   // Loaded here rather than with the package: a process that only uses the fetch or the stores
   // never pays for loading node:http.
   return import('node:http').then(({ createServer }) => {
     const exchanges = new Set<Exchange>();
     const sockets = new Set<Socket>();
+    const handle = listener(options.handler, listenerOptions, exchanges);
     const server = createServer(
       {
         headersTimeout,
@@ -572,8 +628,11 @@ export function serve(options: ServeOptions): Promise<RunningServer> {
         // How often Node looks for requests over their time; by default only every 30 s.
         connectionsCheckingInterval: Math.min(30_000, Math.max(50, Math.floor(headersTimeout / 4))),
       },
-      listener(options.handler, listenerOptions, exchanges),
+      handle,
     );
+    // Without this, Node sends `100 Continue` before the handler sees the request, inviting a body
+    // the handler may refuse (413 for its declared length); now it goes only when the handler reads.
+    server.on('checkContinue', (incoming: IncomingMessage, outgoing: ServerResponse) => handle(incoming, outgoing, true));
     server.maxConnections = maxConnections;
     server.on('connection', (socket: Socket) => {
       sockets.add(socket);
