@@ -59,6 +59,11 @@ describe('SSE parser', () => {
     expect(events).toEqual([{ data: 'tight', retry: 1500 }, { data: '' }]);
   });
 
+  it('hands a retry sent in a block of its own to the next event', () => {
+    const events = parseChunks([encoder.encode('retry: 3000\n\nevent: start\ndata: a\n\ndata: b\n\nretry: 10\n\nretry: 20\n\ndata: c\n\n')]);
+    expect(events).toEqual([{ data: 'a', event: 'start', retry: 3000 }, { data: 'b' }, { data: 'c', retry: 20 }]);
+  });
+
   it('dispatches a final event that has no trailing blank line', () => {
     expect(parseChunks([encoder.encode('data: {"a":1}')])).toEqual([{ data: '{"a":1}' }]);
   });

@@ -7,7 +7,11 @@ export interface SseEvent {
   event?: string;
   /** The last `id:` seen, when the stream set one. */
   id?: string;
-  /** A `retry:` value (milliseconds) carried by this event's block. */
+  /**
+   * A `retry:` value (milliseconds) read since the event before: in this event's block, or in a
+   * block without data before it (WHATWG sets the reconnection time whether or not a block is an
+   * event, so a server may send `retry:` on its own).
+   */
   retry?: number;
 }
 
@@ -88,12 +92,12 @@ export function createSseParser(onEvent: (event: SseEvent) => void, options: Sse
       if (eventName !== undefined) event.event = eventName;
       if (lastId !== undefined && (carryId || blockHasId)) event.id = lastId;
       if (retry !== undefined) event.retry = retry;
+      retry = undefined;
       onEvent(event);
     }
     data = [];
     dataLength = 0;
     eventName = undefined;
-    retry = undefined;
     sawField = false;
     blockHasId = false;
   };
