@@ -364,7 +364,9 @@ describe('createGeminiBackendClient reading answers of other shapes', () => {
     ];
     for (const answer of answers) {
       const { baseUrl } = await gemini((_request, response) => answer(response));
-      const { error: failure } = await collectUntilError(createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl }).streamGenerateContent('m', { contents: [] }));
+      // The whole-answer form is the first event, so it is asked again: quickly here.
+      const client = createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl, retry: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 5 } });
+      const { error: failure } = await collectUntilError(client.streamGenerateContent('m', { contents: [] }));
       expect(failure).toMatchObject({ code: 'MODEL_UNAVAILABLE', message: 'The model is overloaded. Please try again later.', details: { status: 503, providerStatus: 'UNAVAILABLE' } });
       await close?.();
       close = undefined;
@@ -493,5 +495,127 @@ describe('createGeminiBackendClient reading answers of other shapes', () => {
       expect(kept, `turn ${turn}`).toEqual(signed);
       for (const part of signed) expect(last).toContain(JSON.stringify(part.thoughtSignature));
     });
+  });
+});
+
+/** An error body as Gemini writes it on one `data:` line of a 200 stream. */
+const errorEvent = (body: string) => dataEvent(JSON.parse(body));
+
+describe('createGeminiBackendClient with an error inside a 200 stream', () => {
+  it('asks again, within its own retries, when the first event is a transient error, and yields only the answer that followed', async () => {
+    const overloaded = fixture('error-503-unavailable-model-overloaded.json');
+    const limitedSoon = limitedBody.replace('"58s"', '"0.01s"');
+    const answers = [
+      errorEvent(overloaded),
+      // The bare, pretty-printed object both official SDKs look for, as the whole body.
+      fixture('error-503-unavailable-high-demand.json'),
+      errorEvent(limitedSoon),
+      textEvent('The answer is 42.', 'STOP'),
+    ];
+    let calls = 0;
+    const { baseUrl, seen } = await gemini((_request, response) => sse(response, answers[calls++] ?? ''));
+    const client = createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl, retry: { baseDelayMs: 1, maxDelayMs: 5 } });
+    const chunks = await collect(client.streamGenerateContent('m', { contents: [] }));
+    expect(chunks).toEqual(eventsOf(textEvent('The answer is 42.', 'STOP')));
+    expect(seen).toHaveLength(4);
+  });
+
+  it('counts those retries in the same budget as HTTP failures: the last attempt gives up with the API error and its attempts', async () => {
+    const { baseUrl, seen } = await gemini((_request, response) => sse(response, errorEvent(fixture('error-503-unavailable-model-overloaded.json'))));
+    const client = createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl, retry: { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 5 } });
+    const { chunks, error } = await collectUntilError(client.streamGenerateContent('m', { contents: [] }));
+    expect(chunks).toEqual([]);
+    expect(seen).toHaveLength(3);
+    expect(error).toMatchObject({
+      code: 'MODEL_UNAVAILABLE',
+      message: 'The model is overloaded. Please try again later.',
+      details: { status: 503, providerStatus: 'UNAVAILABLE', attempts: 3 },
+    });
+  });
+
+  it('pauses the run after one request when the first event is a 429 asking for 58 s, as an HTTP 429 does', async () => {
+    const { baseUrl, seen } = await gemini((_request, response) => sse(response, errorEvent(limitedBody)));
+    const events = await runChat({ apiKey: 'k', fetch, baseUrl });
+    expect(seen).toHaveLength(1);
+    expect(events.at(-1)).toMatchObject({ type: 'error', code: 'RATE_LIMITED', message: expect.stringMatching(/retry budget/), interactionId: expect.any(String) });
+  });
+
+  it('does not ask again for a first event that is not transient (a 500), as for an HTTP 500', async () => {
+    const { baseUrl, seen } = await gemini((_request, response) => sse(response, errorEvent(fixture('error-500-internal.json'))));
+    const { error } = await collectUntilError(createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl }).streamGenerateContent('m', { contents: [] }));
+    expect(seen).toHaveLength(1);
+    expect(error).toMatchObject({ code: 'MODEL_ERROR', details: { status: 500, providerStatus: 'INTERNAL' } });
+  });
+
+  it('does not ask again itself once a chunk was yielded: a transient error after text pauses the run without repeating the text', async () => {
+    const partial = textEvent('The answer is') + errorEvent(fixture('error-503-unavailable-model-overloaded.json'));
+    const { baseUrl, seen } = await gemini((_request, response) => sse(response, partial));
+    const client = createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl, retry: { baseDelayMs: 1, maxDelayMs: 5 } });
+    const { chunks, error } = await collectUntilError(client.streamGenerateContent('m', { contents: [] }));
+    expect(chunks).toEqual(eventsOf(textEvent('The answer is')));
+    expect(seen).toHaveLength(1);
+    expect(error).toMatchObject({ code: 'MODEL_UNAVAILABLE', details: { status: 503 } });
+
+    const events = await runChat({ apiKey: 'k', fetch, baseUrl, retry: { baseDelayMs: 1, maxDelayMs: 5 } }, { baseDelayMs: 1, maxDelayMs: 5 });
+    // The loop asks for the whole turn again (3 attempts); when it gives up, the run pauses resumably.
+    expect(seen).toHaveLength(4);
+    expect(events.at(-1)).toMatchObject({ type: 'error', code: 'MODEL_UNAVAILABLE', interactionId: expect.any(String) });
+    expect(events.some((event) => event.type === 'complete')).toBe(false);
+  });
+
+  it('classifies a daily-quota 429 after text as the HTTP 429 would be: not worth retrying soon, and saying so', async () => {
+    const daily = limitedBody.replace('PerMinute', 'PerDay');
+    const { baseUrl } = await gemini((_request, response) => sse(response, textEvent('The answer is') + errorEvent(daily)));
+    const { chunks, error } = await collectUntilError(createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl }).streamGenerateContent('m', { contents: [] }));
+    expect(chunks).toHaveLength(1);
+    expect(error).toMatchObject({ code: 'RATE_LIMITED', details: { status: 429, retryable: false } });
+    expect(error.message).toMatch(/daily Gemini quota is used up/);
+  });
+});
+
+describe('createGeminiBackendClient reading a JSON array labelled as an event stream', () => {
+  it('reads it as its chunks, each as it arrives, whatever whitespace comes first', async () => {
+    const name = 'stream-nonsse-json-array-function-call-gemini-3-flash.json';
+    const text = fixture(name);
+    for (const lead of ['', '\r\n  ']) {
+      let release: (by: string) => void = () => undefined;
+      const firstRead = new Promise<string>((resolve) => (release = resolve));
+      const firstEnd = text.indexOf('\n,') + 1;
+      const { baseUrl } = await gemini((_request, response) => {
+        // What some proxies do: the array of a server that ignored alt=sse, labelled as SSE.
+        response.writeHead(200, { 'content-type': 'text/event-stream' });
+        // Whitespace alone first, read on its own before the array begins.
+        response.write(lead);
+        setTimeout(() => {
+          for (let offset = 0; offset < firstEnd; offset += 7) response.write(text.slice(offset, Math.min(offset + 7, firstEnd)));
+          setTimeout(() => release('timer'), 1000);
+          void firstRead.then(() => response.end(text.slice(firstEnd)));
+        }, lead ? 20 : 0);
+      });
+      const client = createGeminiBackendClient({ apiKey: 'k', fetch, baseUrl });
+      const chunks: GenerateContentResponse[] = [];
+      for await (const chunk of client.streamGenerateContent('m', { contents: [] })) {
+        chunks.push(chunk);
+        release('read');
+      }
+      expect(chunks, JSON.stringify(lead)).toEqual(JSON.parse(text));
+      expect(await firstRead, JSON.stringify(lead)).toBe('read');
+      await close?.();
+      close = undefined;
+    }
+  });
+
+  it('runs to completion on it, and still reads a real event stream that starts with blank lines as events', async () => {
+    for (const body of [fixture('stream-nonsse-json-array-thought-summary-gemini-flash-latest.json'), `\r\n\r\n${textEvent('Scoop', 'STOP')}`]) {
+      const { baseUrl } = await gemini((_request, response) => {
+        response.writeHead(200, { 'content-type': 'text/event-stream' });
+        response.write(body.slice(0, 2));
+        setTimeout(() => response.end(body.slice(2)), 10);
+      });
+      const events = await runChat({ apiKey: 'k', fetch, baseUrl });
+      expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true, outcomes: { parts: [{ text: 'Scoop' }] } } });
+      await close?.();
+      close = undefined;
+    }
   });
 });

@@ -5,11 +5,15 @@ import { fieldsJson, isFixed } from '../protocol/fixed-json.js';
 import { PrefixCacheTable, type CachedPrefix, type PrefixCache } from './prefix-cache.js';
 import { redactDetails, redactSecrets, redactUrl, secretsOfUrl } from './redact.js';
 import { createRequestSerializer } from '../model/request-json.js';
-import { readLimitedText, readSseEvents, type ProviderStreamLimits } from './providers/provider-transport.js';
+import type { SseEvent } from '../sse/index.js';
+import { readLimitedText, readSseEvents, type BodyReframer, type ProviderStreamLimits } from './providers/provider-transport.js';
 import { pastRetryBudget, withAttempts } from './retry-budget.js';
 import { retryAfterMs } from './retry-after.js';
 
-/** Retry policy for transient failures (429, 503) before the first chunk arrives. */
+/**
+ * Retry policy for transient failures (429, 503) before the first chunk arrives: as an HTTP
+ * status, or as the first event of a 200 stream.
+ */
 export interface RetryOptions {
   /** Attempts in total, the first included. Default 5. */
   maxAttempts?: number;
@@ -101,26 +105,18 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
       const url = `${baseUrl}/models/${encodeURIComponent(modelId)}:streamGenerateContent?alt=sse`;
       // Waited between attempts so far, over both requests when a cached prefix is refused.
       let waitedMs = 0;
-      const open = async (requestBody: string): Promise<Response> => {
+      // An answer is opened when its first chunk is in: an error Gemini sends as the first event of
+      // a 200 stream (a 429 or 503 it decided on after answering) is retried like the same HTTP
+      // status, in the same budget. Once a chunk was yielded, asking again would repeat its parts.
+      const open = async (requestBody: string): Promise<OpenedAnswer> => {
         for (let attempt = 1; ; attempt += 1) {
-          let error: AgentError;
-          try {
-            const response = await send(options, url, requestBody, signal, secrets);
-            if (response.ok) return response;
-            error = await toGeminiError(response, secrets);
-          } catch (failure) {
-            // Unreachable (connection refused or reset before an answer): as transient as a 503.
-            if (!(failure instanceof AgentError) || failure.code !== 'MODEL_UNAVAILABLE') throw failure;
-            error = failure;
-          }
+          const sent = await reach(options, url, requestBody, signal, secrets);
+          const outcome = sent instanceof AgentError ? sent : sent.ok ? await openAnswer(sent, options.limits, signal, secrets) : await toGeminiError(sent, secrets);
+          if (!(outcome instanceof AgentError)) return outcome;
+          const error = outcome;
           // A daily quota does not come back within any wait worth making.
-          const dailyQuota = error.code === 'RATE_LIMITED' ? dailyQuotaOf(error.details) : undefined;
-          if (dailyQuota !== undefined) {
-            throw withAttempts(error, attempt, {
-              message: `The daily Gemini quota is used up (${redactSecrets(dailyQuota, secrets)}); retrying before it resets will not help: ${error.message}`,
-              retryable: false,
-            });
-          }
+          const dailyQuota = dailyQuotaError(error, secrets);
+          if (dailyQuota) throw withAttempts(dailyQuota, attempt);
           const retryable = error.code === 'RATE_LIMITED' || error.code === 'MODEL_UNAVAILABLE';
           // The loop reads `attempts` and does not retry again what was retried here.
           if (!retryable || attempt >= maxAttempts) throw withAttempts(error, attempt);
@@ -134,28 +130,30 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
         }
       };
       const cached = prefixCache ? await cachedPrefixOf(prefixCache, prefixClient, model, body, jsonRequest, signal) : undefined;
-      let response: Response;
+      let opened: OpenedAnswer;
       if (cached) {
         try {
-          response = await open(serialize(withCachedPrefix(body, cached.name)));
+          opened = await open(serialize(withCachedPrefix(body, cached.name)));
         } catch (error) {
           // A cached prefix the provider no longer knows (or refuses): this request and the next
           // ones go whole. Rate limits and outages are not the cache's fault.
           if (!isCacheFailure(error)) throw error;
           prefixCache?.invalidate(cached.key, cached.name);
-          response = await open(serialize(body));
+          opened = await open(serialize(body));
         }
       } else {
-        response = await open(serialize(body));
+        opened = await open(serialize(body));
       }
-      if (!response.body) throw new AgentError('MODEL_UNAVAILABLE', 'Gemini answered without a body');
-      // A server that ignored `alt=sse` answers one JSON array of the same chunks: it is read as
-      // the events it stands for, under the same limits.
-      const events = isJsonAnswer(response) ? new Response(eventsOfJsonArray(response.body)) : response;
+      const { events, answer } = opened;
       // Read here rather than through another generator: each chunk passes one generator less.
-      const answer = answerCheck(secrets);
-      for await (const event of readSseEvents(events, { provider: 'Gemini', limits: options.limits, signal, onIgnoredLine: answer.onIgnoredLine })) {
-        if (event.data.length > 0) yield answer.chunk(event.data);
+      try {
+        yield opened.first;
+        for await (const event of events) {
+          if (event.data.length > 0) yield answer.chunk(event.data);
+        }
+      } finally {
+        // A consumer that leaves at the first chunk lets the answer go too.
+        await events.return(undefined);
       }
       answer.end();
     },
@@ -167,18 +165,73 @@ export function createGeminiBackendClient(options: GeminiBackendClientOptions): 
   };
 }
 
+/** An answer whose first chunk is in: that chunk, the events after it, and what they say. */
+interface OpenedAnswer {
+  first: GenerateContentResponse;
+  events: AsyncGenerator<SseEvent>;
+  answer: AnswerCheck;
+}
+
+/**
+ * Reads a 200 answer up to its first chunk. An API error in place of that chunk (on the first
+ * `data:` event, or sent bare as the whole body) is returned and the answer let go, for the
+ * caller to retry or throw as it would the same HTTP status; any other failure is thrown. A
+ * server that ignored `alt=sse` answers one JSON array of the same chunks: it is read as the
+ * events it stands for, under the same limits, whether it is labelled JSON or (as some proxies
+ * do) an event stream, where it is told apart by its first byte, `[`.
+ */
+async function openAnswer(
+  response: Response,
+  limits: ProviderStreamLimits | undefined,
+  signal: AbortSignal | undefined,
+  secrets: ReadonlyArray<string | undefined>,
+): Promise<OpenedAnswer | AgentError> {
+  if (!response.body) throw new AgentError('MODEL_UNAVAILABLE', 'Gemini answered without a body');
+  const answer = answerCheck(secrets);
+  const reframeFrom = isJsonAnswer(response) ? jsonArrayReframer : jsonArrayReframerFor;
+  const events = readSseEvents(response, { provider: 'Gemini', limits, signal, onIgnoredLine: answer.onIgnoredLine, reframeFrom });
+  try {
+    for (;;) {
+      const next = await events.next();
+      if (next.done) {
+        const error = answer.bareError();
+        if (error) return error;
+        // An answer without a chunk: `end` says it broke off.
+        answer.end();
+        throw new AgentError('MODEL_UNAVAILABLE', 'Gemini sent an answer without any chunk');
+      }
+      if (next.value.data.length === 0) continue;
+      const first = answer.first(next.value.data);
+      if (first instanceof AgentError) await events.return(undefined);
+      return first instanceof AgentError ? first : { first, events, answer };
+    }
+  } catch (error) {
+    await events.return(undefined);
+    throw error;
+  }
+}
+
+interface AnswerCheck {
+  onIgnoredLine(line: string): void;
+  /** The first event's chunk, or the API error sent in its place. */
+  first(data: string): GenerateContentResponse | AgentError;
+  /** A later event's chunk; an API error on it is thrown. */
+  chunk(data: string): GenerateContentResponse;
+  /** The API error sent bare outside the event framing, if any. */
+  bareError(): AgentError | undefined;
+  /** Throws what the end of the answer says: a bare API error, or that it broke off. */
+  end(): void;
+}
+
 /**
  * What an answer's events say as they are read: each `data:` event's chunk, with an error object
- * on one thrown as the API error it is; at the end, the API error Gemini sent bare outside the
+ * on one raised as the API error it is; at the end, the API error Gemini sent bare outside the
  * event framing (as both official SDKs expect), or a transient `MODEL_UNAVAILABLE` when no
  * candidate carried a `finishReason` (a connection cut between events) and no blocked prompt was
- * reported.
+ * reported. An API error after a chunk is classified as its HTTP status would be: a daily quota
+ * is marked not worth retrying, and says so.
  */
-function answerCheck(secrets: ReadonlyArray<string | undefined>): {
-  onIgnoredLine(line: string): void;
-  chunk(data: string): GenerateContentResponse;
-  end(): void;
-} {
+function answerCheck(secrets: ReadonlyArray<string | undefined>): AnswerCheck {
   // Text outside the event framing; none in a sound answer, so a sound chunk pays nothing for it.
   let stray: string[] | undefined;
   let strayLength = 0;
@@ -189,14 +242,26 @@ function answerCheck(secrets: ReadonlyArray<string | undefined>): {
       (stray ??= []).push(line);
       strayLength += line.length + 1;
     },
+    first(data) {
+      const chunk = parseChunk(data, secrets);
+      const error = apiErrorOf(chunk, secrets);
+      if (error) return error;
+      finished = endsAnswer(chunk);
+      return chunk;
+    },
     chunk(data) {
-      const chunk = chunkOf(data, secrets);
+      const chunk = parseChunk(data, secrets);
+      const error = apiErrorOf(chunk, secrets);
+      if (error) throw dailyQuotaError(error, secrets) ?? error;
       if (!finished) finished = endsAnswer(chunk);
       return chunk;
     },
+    bareError() {
+      return bareErrorOf(stray, secrets);
+    },
     end() {
       const error = bareErrorOf(stray, secrets);
-      if (error) throw error;
+      if (error) throw dailyQuotaError(error, secrets) ?? error;
       if (!finished) {
         throw new AgentError('MODEL_UNAVAILABLE', 'The answer from Gemini broke off before it finished (the stream ended without a finishReason)', {
           details: { provider: 'Gemini', retryable: true },
@@ -207,23 +272,25 @@ function answerCheck(secrets: ReadonlyArray<string | undefined>): {
 }
 
 /**
- * One event's chunk; an error object on a `data:` line (alone or as an array's first element) is
- * thrown as the error it is. Any other JSON value is passed on: the turn reader refuses what is
- * not an object, naming it.
+ * One event's JSON. Any JSON value is passed on: the turn reader refuses what is not an object,
+ * naming it.
  */
-function chunkOf(data: string, secrets: ReadonlyArray<string | undefined>): GenerateContentResponse {
-  let chunk: GenerateContentResponse & { error?: GeminiErrorBody['error'] };
+function parseChunk(data: string, secrets: ReadonlyArray<string | undefined>): GenerateContentResponse {
   try {
-    chunk = JSON.parse(data) as typeof chunk;
+    return JSON.parse(data) as GenerateContentResponse;
   } catch {
     // Garbage in the stream (a proxy's error page, a cut line): worth another request.
     throw new AgentError('MODEL_UNAVAILABLE', `Gemini sent a chunk that is not JSON: ${redactSecrets(data.slice(0, 4096), secrets).slice(0, 120)}`);
   }
-  if (typeof chunk !== 'object' || chunk === null) return chunk;
-  const error: unknown = Array.isArray(chunk) ? (chunk[0] as { error?: unknown } | undefined)?.error : chunk.error;
-  if (typeof error === 'string') throw errorFromBody({ error: { message: error } }, 500, secrets);
-  if (typeof error === 'object' && error !== null) throw errorFromBody({ error } as GeminiErrorBody, 500, secrets);
-  return chunk;
+}
+
+/** The API error an event's JSON is (an error object, alone or as an array's first element), if any. */
+function apiErrorOf(chunk: GenerateContentResponse, secrets: ReadonlyArray<string | undefined>): AgentError | undefined {
+  if (typeof chunk !== 'object' || chunk === null) return undefined;
+  const error: unknown = Array.isArray(chunk) ? (chunk[0] as { error?: unknown } | undefined)?.error : (chunk as { error?: unknown }).error;
+  if (typeof error === 'string') return errorFromBody({ error: { message: error } }, 500, secrets);
+  if (typeof error === 'object' && error !== null) return errorFromBody({ error } as GeminiErrorBody, 500, secrets);
+  return undefined;
 }
 
 /**
@@ -241,10 +308,19 @@ function endsAnswer(chunk: GenerateContentResponse): boolean {
   return chunk.promptFeedback?.blockReason !== undefined;
 }
 
-/** Whether an answer is JSON rather than an event stream (a server that ignored `alt=sse`). */
+/** Whether an answer is labelled JSON rather than an event stream (a server that ignored `alt=sse`). */
 function isJsonAnswer(response: Response): boolean {
   const type = response.headers.get('content-type') ?? '';
   return type.includes('json') && !type.includes('event-stream');
+}
+
+/**
+ * How an answer labelled as an event stream is read, from its first byte: an event stream starts
+ * with a field (`data:`) or a comment (`:`), never `[`; a body that does is the JSON array of a
+ * server that ignored `alt=sse`, passed on by a proxy that labelled it an event stream.
+ */
+function jsonArrayReframerFor(firstByte: number): BodyReframer | undefined {
+  return firstByte === 0x5b /* [ */ ? jsonArrayReframer() : undefined;
 }
 
 /**
@@ -254,8 +330,7 @@ function isJsonAnswer(response: Response): boolean {
  * event as its bytes arrive, so the reader's limits and timeouts apply as to any event stream.
  * A line break outside a JSON string is only whitespace, so it is written as a space.
  */
-function eventsOfJsonArray(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
-  const reader = body.getReader();
+function jsonArrayReframer(): BodyReframer {
   const decoder = new TextDecoder();
   const encoder = new TextEncoder();
   let depth = 0;
@@ -297,23 +372,7 @@ function eventsOfJsonArray(body: ReadableStream<Uint8Array>): ReadableStream<Uin
     if (start !== -1) out += text.slice(start).replace(/[\r\n]/g, ' ');
     return out;
   };
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      for (;;) {
-        const { done, value } = await reader.read();
-        const text = done ? convert(decoder.decode()) : convert(decoder.decode(value, { stream: true }));
-        if (text.length > 0) controller.enqueue(encoder.encode(text));
-        if (done) {
-          controller.close();
-          return;
-        }
-        if (text.length > 0) return;
-      }
-    },
-    cancel(reason) {
-      return reader.cancel(reason);
-    },
-  });
+  return (bytes) => encoder.encode(convert(bytes ? decoder.decode(bytes, { stream: true }) : decoder.decode()));
 }
 
 /** The API error in text sent outside the event framing (`{"error": {...}}`, or it in an array). */
@@ -511,6 +570,25 @@ async function send(
   }
 }
 
+/**
+ * Sends one streaming request: the response, or the `MODEL_UNAVAILABLE` of a Gemini that could not
+ * be reached (connection refused or reset before an answer), which is as transient as a 503.
+ */
+async function reach(
+  options: GeminiBackendClientOptions,
+  url: string,
+  body: string,
+  signal: AbortSignal | undefined,
+  secrets: ReadonlyArray<string | undefined>,
+): Promise<Response | AgentError> {
+  try {
+    return await send(options, url, body, signal, secrets);
+  } catch (failure) {
+    if (!(failure instanceof AgentError) || failure.code !== 'MODEL_UNAVAILABLE') throw failure;
+    return failure;
+  }
+}
+
 interface GeminiErrorBody {
   error: { code?: number; message?: string; status?: string; details?: unknown[] };
 }
@@ -590,6 +668,20 @@ function retryDelayMs(details: Record<string, unknown> | undefined): number | un
   }
   const header = details?.retryAfterMs;
   return typeof header === 'number' ? header : undefined;
+}
+
+/**
+ * `error` as a 429 of a daily quota is reported, whether it came as the HTTP status or inside the
+ * stream: marked `retryable: false` (the loop pauses rather than asking again), saying why;
+ * `undefined` for any other error.
+ */
+function dailyQuotaError(error: AgentError, secrets: ReadonlyArray<string | undefined>): AgentError | undefined {
+  const quota = error.code === 'RATE_LIMITED' ? dailyQuotaOf(error.details) : undefined;
+  if (quota === undefined) return undefined;
+  return new AgentError('RATE_LIMITED', `The daily Gemini quota is used up (${redactSecrets(quota, secrets)}); retrying before it resets will not help: ${error.message}`, {
+    cause: error.cause,
+    details: { ...error.details, retryable: false },
+  });
 }
 
 /** The `quotaId` of a daily quota a 429 names in its `QuotaFailure`, if any. */

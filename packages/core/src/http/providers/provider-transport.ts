@@ -280,7 +280,21 @@ export interface StreamReadOptions {
   signal: AbortSignal | undefined;
   /** Called with each line outside the event framing (see `SseParserOptions.onIgnoredLine`). */
   onIgnoredLine?: (line: string) => void;
+  /**
+   * Chooses, from the first byte of the body that is not whitespace, how the body becomes an
+   * event stream: a {@link BodyReframer} for an answer in another format (a JSON array where
+   * events were asked for), `undefined` to read the body as the event stream it is. Asked once;
+   * never for a body of whitespace only. Without it the body is read as an event stream.
+   */
+  reframeFrom?: (firstByte: number) => BodyReframer | undefined;
 }
+
+/**
+ * Turns the bytes of an answer in another format into event-stream bytes as they arrive: called
+ * with each piece of the body in order, then once with `undefined` at its end (to flush what it
+ * holds). It may return no bytes for a piece.
+ */
+export type BodyReframer = (bytes: Uint8Array | undefined) => Uint8Array;
 
 /**
  * Reads an event stream with limits: no line longer than `maxLineBytes`, no answer longer than
@@ -302,8 +316,29 @@ export async function* readSseEvents(response: Response, options: StreamReadOpti
     maxLineLength: maxLine,
     ...(options.onIgnoredLine ? { onIgnoredLine: options.onIgnoredLine } : {}),
   });
+  const { reframeFrom } = options;
+  let reframe: BodyReframer | undefined;
+  // Whitespace read before the first other byte, held until the format is known (leading spaces
+  // would otherwise start the event stream's first line).
+  let held: Uint8Array[] | undefined = reframeFrom ? [] : undefined;
   const push = (bytes?: Uint8Array): void => {
     try {
+      if (held !== undefined) {
+        const first = bytes ? firstNonWhitespace(bytes) : -1;
+        if (bytes && first === -1) {
+          held.push(bytes);
+          return;
+        }
+        reframe = first === -1 ? undefined : reframeFrom?.(first);
+        const pending = held;
+        held = undefined;
+        if (!reframe) for (const piece of pending) parser.push(piece);
+      }
+      if (reframe) {
+        const converted = reframe(bytes);
+        if (converted.byteLength > 0) parser.push(converted);
+        if (bytes) return;
+      }
       if (bytes) parser.push(bytes);
       else parser.end();
     } catch (error) {
@@ -369,6 +404,15 @@ export async function* readSseEvents(response: Response, options: StreamReadOpti
     if (ended) reader.releaseLock();
     else void reader.cancel().catch(() => undefined);
   }
+}
+
+/** The first byte of `bytes` that is not a space, tab, CR or LF; -1 when there is none. */
+function firstNonWhitespace(bytes: Uint8Array): number {
+  for (let index = 0; index < bytes.length; index += 1) {
+    const byte = bytes[index] as number;
+    if (byte !== 0x20 && byte !== 0x09 && byte !== 0x0d && byte !== 0x0a) return byte;
+  }
+  return -1;
 }
 
 /** Parses one event's JSON; garbage is a `MODEL_ERROR` that quotes a little of it. */
