@@ -243,8 +243,10 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
           openGate(false);
           await caller.settle();
           // The backend retries what fails before its first chunk; a break mid-answer or a
-          // timeout is retried here, as a new request for the same turn.
-          const retryable = isTransient(failure) && (chunks > 0 || failure.code === 'TIMEOUT' || !retriedByBackend(failure));
+          // timeout is retried here, as a new request for the same turn, unless the backend said
+          // asking again cannot help (a daily quota, a wait past its budget): then the run pauses.
+          const retryable =
+            isTransient(failure) && failure.details?.retryable !== false && (chunks > 0 || failure.code === 'TIMEOUT' || !retriedByBackend(failure));
           // Each call announced from it gets its result, so no client shows it running forever.
           for (const call of caller.calls) emitResult(call, { error: SET_ASIDE });
           if (!retryable || attempt >= policy.maxAttempts) throw failure;

@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { AgentError } from '../errors/index.js';
+import type { BackendClient } from '../ports/index.js';
+import type { RunEvent } from '../protocol/run-events.js';
+import { run } from '../run/index.js';
+import { createMemoryInteractionStore, thoughtChunk } from '../testing/index.js';
 import { sleep, stopError } from './model-stream.js';
 
 describe('stopping a run', () => {
@@ -23,5 +27,28 @@ describe('stopping a run', () => {
     );
     expect(error).toBeInstanceOf(AgentError);
     expect(error).toMatchObject({ code: 'ABORTED', message: 'Run was stopped', cause: reason });
+  });
+});
+
+describe('a model failure the backend says asking again cannot help', () => {
+  it('pauses the run after a chunk, without asking the model again', async () => {
+    let requests = 0;
+    const unsupported = () => Promise.reject(new AgentError('NOT_IMPLEMENTED', 'not in this test'));
+    const backend: BackendClient = {
+      async *streamGenerateContent() {
+        requests += 1;
+        yield thoughtChunk('Starting…');
+        throw new AgentError('RATE_LIMITED', 'The daily Gemini quota is used up', { details: { retryable: false } });
+      },
+      executeStep: unsupported,
+      uploadGeminiFile: unsupported,
+      uploadBlobFile: unsupported,
+    };
+    const events: RunEvent[] = [];
+    for await (const event of run({ segments: [{ type: 'text', text: 'Work' }] }, { backend, store: createMemoryInteractionStore() }, { modelPolicy: { baseDelayMs: 1, maxDelayMs: 5 } })) {
+      events.push(event);
+    }
+    expect(requests).toBe(1);
+    expect(events.at(-1)).toMatchObject({ type: 'error', code: 'RATE_LIMITED', interactionId: expect.any(String) });
   });
 });
