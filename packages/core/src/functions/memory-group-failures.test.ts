@@ -79,6 +79,25 @@ describe('the memory functions when Google fails mid-way', () => {
     expect(fake.sheetValues(spreadsheetId, 'Notes')).toEqual([['note'], ['kept'], ['later']]);
   });
 
+  it('tell the model about a rate limit met while listing the sheets as they tell it for any other call', async () => {
+    const { fake, drive } = googleDrive();
+    const limited = (step: GenerateContentResponse[]) => () => {
+      fake.failNext({ status: 429, method: 'GET', path: '/values/' });
+      return step;
+    };
+    const { events, responses } = await runMemory(drive, [
+      turn('memory_create_sheet', { name: 'Notes', columns: ['note'], status_update: '' }),
+      limited(turn('memory_read_sheet', { range: 'Notes!A1', output_format: 'json', status_update: '' })),
+      limited(turn('memory_get_metadata', { status_update: '' })),
+      turn('memory_get_metadata', { status_update: '' }),
+    ]);
+    expect(events.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+    const [, readError, listError, listed] = responses;
+    expect(readError).toEqual({ error: expect.stringMatching(/^Drive API error: Quota exceeded/) });
+    expect(listError).toEqual(readError);
+    expect(listed).toEqual({ sheets: [{ name: 'Notes', file_path: '/mnt/memory/Notes', columns: ['note'] }] });
+  });
+
   it('say in plain words when the spreadsheet was deleted from Drive during the run, and start a new one on the next call', async () => {
     const { fake, drive } = googleDrive();
     const { events, responses } = await runMemory(drive, [

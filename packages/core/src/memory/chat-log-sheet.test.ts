@@ -65,6 +65,36 @@ describe('createChatLogSheet', () => {
     ]);
   });
 
+  it('logs an answer once when the resume that saved it stopped before the run saved it, and is tried again', async () => {
+    const { drive, rows } = setup();
+    // Every segment of the session runs in a fresh process: a new manager and chat log, recalled first.
+    const segment = async () => {
+      const chatLog = createChatLogSheet({ sheets: createSheetManager({ drive, graph: { url: 'drive:/graph-1' } }), sessionId: 's1', now });
+      await chatLog.recall();
+      return chatLog;
+    };
+    const ask = { name: 'chat_request_user_input', args: { user_message: 'Your name?' } };
+    await (await segment()).recordQuestion(ask);
+    // The resume saves the answer, then its process dies before the run is saved; the resume is tried again.
+    await (await segment()).recordAnswer(ask, { user_input: 'Ada' });
+    const retried = await segment();
+    await retried.recordAnswer(ask, { user_input: 'Ada' });
+    expect((await rows())?.slice(1).map((row) => row.slice(2))).toEqual([
+      ['agent', 'Your name?'],
+      ['user', 'Ada'],
+    ]);
+    // The same question asked again and answered alike is a new exchange: both rows are kept.
+    await retried.recordQuestion(ask);
+    await (await segment()).recordAnswer(ask, { user_input: 'Ada' });
+    expect((await rows())?.slice(1).map((row) => row.slice(2))).toEqual([
+      ['agent', 'Your name?'],
+      ['user', 'Ada'],
+      ['agent', 'Your name?'],
+      ['user', 'Ada'],
+    ]);
+    expect(await createChatLogSheet({ sheets: createSheetManager({ drive, graph: { url: 'drive:/graph-1' } }), sessionId: 's2' }).recall()).toHaveLength(4);
+  });
+
   it('skips rows too short to be entries, and recalls only the latest entries of a long log', async () => {
     const { sheets } = setup();
     await sheets.ensureSystemSheet('__chat_log__', ['timestamp', 'session_id', 'role', 'content']);

@@ -44,7 +44,11 @@ export interface ChatLogSheet {
   recall(signal?: AbortSignal): Promise<ChatLogEntry[]>;
   /** Saves the question of a chat call that is waiting for the user; other calls are ignored. */
   recordQuestion(call: ChatCall, signal?: AbortSignal): Promise<void>;
-  /** Saves the user's answer to a chat call, as the model sees it (`response`). */
+  /**
+   * Saves the user's answer to a chat call, as the model sees it (`response`), unless this
+   * session's rows, as last recalled and written since, already end with that call's question and
+   * this answer: a resume tried again after it saved the answer logs it once.
+   */
   recordAnswer(call: ChatCall, response: JsonObject, signal?: AbortSignal): Promise<void>;
 }
 
@@ -65,15 +69,36 @@ const CHAT_FUNCTIONS = new Set(['chat_request_user_input', 'chat_present_choices
  */
 export function createChatLogSheet(options: ChatLogSheetOptions): ChatLogSheet {
   const { sheets, sessionId } = options;
+  /** This session's latest rows in the log, newest first, as `[role, content]`: the last two the last recall read, then the rows written since. */
+  let ownLatest: Array<[string, string]> = [];
   const append = async (role: 'agent' | 'user', content: string, signal?: AbortSignal): Promise<void> => {
     const timestamp = (options.now?.() ?? new Date()).toISOString();
-    const row = [timestamp, sessionId, role, content.length > MAX_CELL_TEXT_LENGTH ? content.slice(0, MAX_CELL_TEXT_LENGTH - 1) + '…' : content];
-    await sheets.appendToSheet(CHAT_LOG_RANGE, [row.map(toTextCell)], signal);
+    const text = asLogged(content);
+    await sheets.appendToSheet(CHAT_LOG_RANGE, [[timestamp, sessionId, role, text].map(toTextCell)], signal);
+    const written: [string, string] = [role, text];
+    ownLatest = [written, ...ownLatest].slice(0, 2);
+  };
+  /**
+   * Whether the log already ends, for this session, with this question and then this answer: a
+   * resume that saved the answer here and stopped before the run saved it is tried again, and
+   * each question is logged before its answer, so that pair is the answer logged once already.
+   */
+  const answerLogged = (question: unknown, answer: string): boolean => {
+    const [last, before] = ownLatest;
+    return (
+      typeof question === 'string' &&
+      question.length > 0 &&
+      last?.[0] === 'user' &&
+      last[1] === asLogged(answer) &&
+      before?.[0] === 'agent' &&
+      before[1] === asLogged(question)
+    );
   };
   return {
     async recall(signal) {
       const rowCount = await sheets.ensureSystemSheet(CHAT_LOG_SHEET, CHAT_LOG_COLUMNS, signal);
       const recall = new Recall(sessionId);
+      ownLatest = [];
       try {
         recall.addNewestFirst(await sheets.readSheet(CHAT_LOG_RANGE, signal));
       } catch (error) {
@@ -85,6 +110,7 @@ export function createChatLogSheet(options: ChatLogSheetOptions): ChatLogSheet {
           end = start - 1;
         }
       }
+      ownLatest = recall.ownLatest;
       return recall.entries();
     },
     async recordQuestion(call, signal) {
@@ -100,7 +126,7 @@ export function createChatLogSheet(options: ChatLogSheetOptions): ChatLogSheet {
         { role: 'user', parts: [{ functionResponse: { name: call.name, response } }] },
       ];
       for (const entry of deriveChatLog(history)) {
-        if (entry.role === 'user') await append('user', entry.parts[0].text, signal);
+        if (entry.role === 'user' && !answerLogged(call.args.user_message, entry.parts[0].text)) await append('user', entry.parts[0].text, signal);
       }
     },
   };
@@ -113,6 +139,8 @@ class Recall {
   readonly #entries: ChatLogEntry[] = [];
   #characters = 0;
   full = false;
+  /** This session's latest two rows read, newest first, as `[role in lower case, content]`. */
+  readonly ownLatest: Array<[string, string]> = [];
 
   constructor(sessionId: string) {
     this.#sessionId = sessionId;
@@ -121,7 +149,11 @@ class Recall {
   /** Takes rows of the log from the last one back, until the recall is full. */
   addNewestFirst(rows: readonly string[][]): void {
     for (let index = rows.length - 1; index >= 0 && !this.full; index -= 1) {
-      const entry = toEntry(rows[index] as string[], this.#sessionId);
+      const row = rows[index] as string[];
+      if (row.length >= CHAT_LOG_COLUMNS.length && row[1] === this.#sessionId && this.ownLatest.length < 2) {
+        this.ownLatest.push([(row[2] as string).trim().toLowerCase(), row[3] as string]);
+      }
+      const entry = toEntry(row, this.#sessionId);
       if (!entry) continue;
       this.#characters += entry.parts[0].text.length;
       if (this.#entries.length === MAX_RECALLED_ENTRIES || this.#characters > MAX_RECALLED_CHARACTERS) this.full = true;
@@ -133,6 +165,11 @@ class Recall {
   entries(): ChatLogEntry[] {
     return this.#entries.reverse();
   }
+}
+
+/** A text as its cell in the log holds it: cut to what a cell takes. */
+function asLogged(content: string): string {
+  return content.length > MAX_CELL_TEXT_LENGTH ? content.slice(0, MAX_CELL_TEXT_LENGTH - 1) + '…' : content;
 }
 
 /** Whether a read failed because its answer was larger than the Drive client takes (its `details.limit`). */

@@ -1,5 +1,5 @@
-import { AgentError, isAgentError } from '../errors/index.js';
-import type { DriveOperationsClient, SheetValues } from '../ports/index.js';
+import { AgentError, isAgentError, type ErrorCode } from '../errors/index.js';
+import type { DriveFile, DriveOperationsClient, SheetValues } from '../ports/index.js';
 
 /** The `appProperties` key that marks a graph's memory spreadsheet in Drive. */
 export const MEMORY_PROPERTY_KEY = 'google-drive-connector';
@@ -68,7 +68,10 @@ export interface MemorySheet {
 /**
  * The memory of one graph: a Google Sheets spreadsheet found by an `appProperties` key derived
  * from the graph's URL, each tab a memory sheet. The spreadsheet is created (with an intro tab)
- * the first time something needs it; reads of the listing never create it. Its id is kept for
+ * the first time something needs it; reads of the listing never create it. When Drive lists more
+ * than one for the graph (runs that created one each at the same moment, which is why a run asks
+ * again right after creating), every run uses the oldest (smallest id when the Drive client does
+ * not report `createdTime`), and none is deleted. Its id is kept for
  * the life of the manager, until Sheets answers that it is gone (`NOT_FOUND`, said in those words):
  * the next call looks it up again. Failures reject with coded `AgentError`s whose messages the
  * model can act on.
@@ -84,7 +87,8 @@ export interface SheetManager {
   readSheet(range: string, signal?: AbortSignal): Promise<SheetValues>;
   /**
    * Overwrites the cells of a range (values parsed as if typed). A range past the tab's grid (a
-   * new tab has 1000 rows and 26 columns) grows the grid to fit it first.
+   * new tab has 1000 rows and 26 columns), bounded or open-ended (`A1001:C`, `A:C`), grows the
+   * grid to fit it and its values first.
    */
   updateSheet(range: string, values: SheetValues, signal?: AbortSignal): Promise<void>;
   /** Appends rows after the table in a range. */
@@ -127,22 +131,44 @@ export function createSheetManager(options: SheetManagerOptions): SheetManager {
   let known: Promise<string | undefined> | undefined;
   let created: Promise<string> | undefined;
 
+  const query = async (signal?: AbortSignal): Promise<DriveFile[]> => {
+    const key = await fileKeyPromise;
+    return drive.queryFiles(`appProperties has { key = '${escapeQuery(MEMORY_PROPERTY_KEY)}' and value = '${escapeQuery(key)}' } and trashed = false`, signal);
+  };
+
   const find = (signal?: AbortSignal): Promise<string | undefined> => {
     if (known) return known;
-    const lookUp = (async () => {
-      const key = await fileKeyPromise;
-      const files = await drive.queryFiles(
-        `appProperties has { key = '${escapeQuery(MEMORY_PROPERTY_KEY)}' and value = '${escapeQuery(key)}' } and trashed = false`,
-        signal,
-      );
-      return files[0]?.id;
-    })();
+    const lookUp = (async () => pickSpreadsheet(await query(signal)))();
     known = lookUp;
     // A failed look-up is not kept: the next call asks again.
     lookUp.catch(() => {
       if (known === lookUp) known = undefined;
     });
     return lookUp;
+  };
+
+  /**
+   * Two runs that find no spreadsheet at the same moment create one each. Drive is asked again
+   * once this run's is set up: when it lists more than one, every run takes the same one
+   * ({@link pickSpreadsheet}). None is deleted: another run may have written to it already. When
+   * the second look-up fails, this run keeps its own; the next run's look-up still picks the same.
+   */
+  const converge = async (createdId: string, signal?: AbortSignal): Promise<string> => {
+    let files: DriveFile[];
+    try {
+      files = await query(signal);
+    } catch {
+      return createdId;
+    }
+    // Drive's search may not list a file created a moment ago.
+    if (!files.some((file) => file.id === createdId)) files = [...files, { id: createdId }];
+    return pickSpreadsheet(files) ?? createdId;
+  };
+
+  const setUp = async (spreadsheetId: string, signal?: AbortSignal): Promise<string> => {
+    await drive.updateSpreadsheet(spreadsheetId, [{ updateSheetProperties: { properties: { sheetId: INTRO_SHEET_ID, title: INTRO_SHEET }, fields: 'title' } }], signal);
+    await drive.setSpreadsheetValues(spreadsheetId, `${INTRO_SHEET}!A1`, [[INTRO_TEXT]], signal);
+    return converge(spreadsheetId, signal);
   };
 
   const ensure = async (signal?: AbortSignal): Promise<string> => {
@@ -156,10 +182,10 @@ export function createSheetManager(options: SheetManagerOptions): SheetManager {
         { name: `Memory for ${graph.title?.trim() || graphId}`, mimeType: SPREADSHEET_MIME_TYPE, appProperties: { [MEMORY_PROPERTY_KEY]: key } },
         signal,
       );
-      known = Promise.resolve(file.id);
-      await drive.updateSpreadsheet(file.id, [{ updateSheetProperties: { properties: { sheetId: INTRO_SHEET_ID, title: INTRO_SHEET }, fields: 'title' } }], signal);
-      await drive.setSpreadsheetValues(file.id, `${INTRO_SHEET}!A1`, [[INTRO_TEXT]], signal);
-      return file.id;
+      const ready = setUp(file.id, signal);
+      // It exists now: should setting it up fail, later calls use it rather than create another.
+      known = ready.catch(() => file.id);
+      return ready;
     })();
     created = creation;
     creation.catch(() => {
@@ -276,16 +302,22 @@ export function createSheetManager(options: SheetManagerOptions): SheetManager {
       if (!id) return [];
       const names = (await tabs(id, signal)).filter((tab) => tab.sheetId !== INTRO_SHEET_ID && !isSystemSheetName(tab.title)).map((tab) => tab.title);
       const errors: string[] = [];
+      const codes = new Set<ErrorCode>();
       const sheets: MemorySheet[] = [];
       for (const name of names) {
         try {
           const [header = []] = await onSpreadsheet(drive.getSpreadsheetValues(id, `${quoteSheetName(name)}!1:1`, signal));
           sheets.push({ name, file_path: memoryFilePath(name), columns: header });
         } catch (error) {
+          // A refusal of the whole spreadsheet or account (a rate limit, lost access, the spreadsheet
+          // gone, a cancel) is no one tab's: it is passed on as every other memory call passes it on,
+          // and no more tabs are read.
+          if (isAgentError(error) && WHOLE_SPREADSHEET_FAILURES.has(error.code)) throw error;
           errors.push(`${name}: ${error instanceof Error ? error.message : String(error)}`);
+          codes.add(isAgentError(error) ? error.code : 'UPSTREAM_ERROR');
         }
       }
-      if (errors.length > 0) throw new AgentError('UPSTREAM_ERROR', errors.join(', '));
+      if (errors.length > 0) throw new AgentError(codes.size === 1 ? [...codes][0]! : 'UPSTREAM_ERROR', errors.join(', '));
       return sheets;
     },
     listSheetNames: memoryTabs,
@@ -305,28 +337,34 @@ export function createSheetManager(options: SheetManagerOptions): SheetManager {
   };
 }
 
+/** Failures of a header read that concern every tab alike, so a listing stops at the first. */
+const WHOLE_SPREADSHEET_FAILURES: ReadonlySet<ErrorCode> = new Set(['RATE_LIMITED', 'UNAUTHENTICATED', 'FORBIDDEN', 'NOT_FOUND', 'ABORTED', 'TIMEOUT']);
+
 /** The grid of a tab Sheets adds without being told its size. */
 const DEFAULT_GRID = { rows: 1000, columns: 26 };
 
 /**
- * The sheet a write goes to and the rows and columns it reaches: from the range's first cell (and
- * its last, when it names one) and the values' extent. `undefined` for a range it cannot read.
+ * The sheet a write goes to and the rows and columns it reaches: from where the range starts (and
+ * where it ends, when it says) and the values' extent. An open-ended range (`A1001:C`, `A:C`,
+ * `5:6`) reaches as far as its values do. `undefined` for a range it cannot read.
  */
 function extentOf(range: string, values: SheetValues): { sheet: string; rows: number; columns: number } | undefined {
   const sheet = parseSheetName(range);
   if (sheet === undefined) return undefined;
-  const cells = /^([A-Za-z]{1,3})(\d{1,7})(?::([A-Za-z]{1,3})(\d{1,7}))?$/.exec(range.slice(range.lastIndexOf('!') + 1));
+  const cells = /^\$?([A-Za-z]{0,3})\$?(\d{0,7})(?::\$?([A-Za-z]{0,3})\$?(\d{0,7}))?$/.exec(range.slice(range.lastIndexOf('!') + 1));
   if (!cells) return undefined;
-  const startColumn = columnNumber(cells[1] as string);
-  const startRow = Number(cells[2]);
+  const [, fromColumn = '', fromRow = '', toColumn, toRow] = cells;
+  if (fromColumn === '' && fromRow === '') return undefined;
+  // A single reference is a cell; with an end, a missing row or column is open (`A:C`, `2:5`).
+  if (toColumn === undefined && (fromColumn === '' || fromRow === '')) return undefined;
+  const endColumn = toColumn ? columnNumber(toColumn) : undefined;
+  const endRow = toRow ? Number(toRow) : undefined;
+  const startColumn = Math.min(fromColumn ? columnNumber(fromColumn) : 1, endColumn ?? Infinity);
+  const startRow = Math.min(fromRow ? Number(fromRow) : 1, endRow ?? Infinity);
   let widest = 0;
   for (const row of values) widest = Math.max(widest, row.length);
-  let rows = startRow + Math.max(values.length, 1) - 1;
-  let columns = startColumn + Math.max(widest, 1) - 1;
-  if (cells[3] !== undefined) {
-    rows = Math.max(rows, Number(cells[4]));
-    columns = Math.max(columns, columnNumber(cells[3]));
-  }
+  const rows = Math.max(startRow + Math.max(values.length, 1) - 1, endRow ?? 0);
+  const columns = Math.max(startColumn + Math.max(widest, 1) - 1, endColumn ?? 0);
   return { sheet, rows, columns };
 }
 
@@ -335,6 +373,23 @@ function columnNumber(letters: string): number {
   let number = 0;
   for (const letter of letters.toUpperCase()) number = number * 26 + (letter.charCodeAt(0) - 64);
   return number;
+}
+
+/**
+ * The memory spreadsheet of a graph when Drive lists several (runs that created one each at the
+ * same moment): the oldest, by `createdTime` when the Drive client reports it for all of them,
+ * else, and on a tie, the smallest id. Every run that sees the same files takes the same one.
+ */
+function pickSpreadsheet(files: readonly DriveFile[]): string | undefined {
+  const createdAt = (file: DriveFile) => (typeof file.createdTime === 'string' ? Date.parse(file.createdTime) : Number.NaN);
+  const byTime = files.every((file) => !Number.isNaN(createdAt(file)));
+  let best: DriveFile | undefined;
+  for (const file of files) {
+    const order = best === undefined ? -1 : byTime ? createdAt(file) - createdAt(best) : 0;
+    // Ids compared by code unit, not by locale: every process must order them alike.
+    if (order < 0 || (order === 0 && best !== undefined && file.id < best.id)) best = file;
+  }
+  return best?.id;
 }
 
 /** The graph's id: its URL without the `drive:/` prefix (any number of slashes). */
