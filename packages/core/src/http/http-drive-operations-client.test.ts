@@ -268,6 +268,13 @@ describe('createHttpDriveOperationsClient: errors', () => {
     expect(fake.requests.slice(3).map((request) => request.status)).toEqual([403, 200]);
   });
 
+  it('takes a 403 whose status word is RESOURCE_EXHAUSTED for a rate limit, though it names no reason', async () => {
+    const { client, fake } = await setup({ retry: { maxAttempts: 1 } });
+    const id = fake.addFile({ name: 'S', mimeType: SPREADSHEET, sheets: { Sheet1: [['a']] } });
+    fake.failNext({ status: 403, path: '/values/', body: { error: { code: 403, message: 'Quota exceeded for quota metric', status: 'RESOURCE_EXHAUSTED' } } });
+    expect(await failure(client.getSpreadsheetValues(id, 'Sheet1'))).toMatchObject({ code: 'RATE_LIMITED', message: 'Drive API error: Quota exceeded for quota metric' });
+  });
+
   it('honours Retry-After over its own backoff', async () => {
     // The backoff alone would wait a minute; Retry-After: 0 lets the retry go at once.
     const { client, fake } = await setup({ retry: { baseDelayMs: 60_000, maxDelayMs: 60_000 } });

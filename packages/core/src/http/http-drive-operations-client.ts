@@ -353,7 +353,8 @@ function toApiError(call: Call, status: number, statusText: string, text: string
   const firstError = Array.isArray(envelope?.errors) ? envelope.errors[0] : undefined;
   const reason = typeof firstError?.reason === 'string' ? firstError.reason : undefined;
   let code = status >= 500 ? 'UPSTREAM_ERROR' : (CODES_BY_STATUS.get(status) ?? 'UPSTREAM_ERROR');
-  if (status === 403 && reason && RATE_LIMIT_REASONS.has(reason)) code = 'RATE_LIMITED';
+  // A quota refused with 403 says so by its reason (Drive) or its status word (Sheets, Google's newer APIs).
+  if (status === 403 && ((reason && RATE_LIMIT_REASONS.has(reason)) || envelope?.status === 'RESOURCE_EXHAUSTED')) code = 'RATE_LIMITED';
   // The status stays in `details`; Google's own message already says what went wrong.
   let description: string;
   if (typeof envelope?.message === 'string' && envelope.message.length > 0) {
