@@ -284,6 +284,37 @@ describe('durability of sessions', () => {
     expect(JSON.parse((events.at(-1) as SessionEvent).json)).toMatchObject({ complete: { result: { success: true } } });
   });
 
+  it('keeps every event in the log, once and in order, when an append fails before or after it is applied', async () => {
+    for (const when of ['before', 'after'] as const) {
+      const memory = createMemorySessionLog();
+      let appends = 0;
+      const log: SessionLog = {
+        ...memory,
+        async append(id, events) {
+          appends += 1;
+          // The second append fails: a blip that wrote nothing, or a timeout after the write.
+          if (appends !== 2) return memory.append(id, events);
+          if (when === 'after') await memory.append(id, events);
+          throw new AgentError('STORE_ERROR', 'The session log timed out');
+        },
+      };
+      const ports: AgentPorts = { backend: greeter(5), store: createMemoryInteractionStore() };
+      const service = createSessionService({ log, bus: createMemoryEventBus() });
+      const sessionId = await service.start(greetMe, { ports });
+      const live = await readAll(service, sessionId);
+      await service.resume(sessionId, answer, { ports });
+      live.push(...(await readAll(service, sessionId, (live.at(-1) as SessionEvent).index)));
+      expect(appends).toBeGreaterThan(2);
+      // What a reader on another instance, or a reconnect, gets: the log, replayed.
+      const replayed = await readAll(createSessionService({ log, bus: createMemoryEventBus() }), sessionId);
+      expect(replayed.map((event) => event.index)).toEqual(replayed.map((_, index) => index));
+      expect(replayed.map((event) => event.json)).toEqual(live.map((event) => event.json));
+      expect(replayed.map(typeOf)).toContain('waitForInput');
+      expect(JSON.parse((replayed.at(-1) as SessionEvent).json)).toMatchObject({ complete: { result: { success: true } } });
+      expect((await log.get(sessionId))?.status).toBe('completed');
+    }
+  });
+
   it('pauses a session whose store failed as its segment ended, and its resume goes on from the last checkpoint', async () => {
     for (const failing of ['the save of its question', 'the removal of its finished record'] as const) {
       const memory = createMemoryInteractionStore();

@@ -58,6 +58,8 @@ const BATCH = 500;
 
 /** Events a segment writes to the log in one append at most. */
 const JOURNAL_BATCH = 256;
+/** Waits before the segment's end writes again what a failing log left out. */
+const LOG_RETRY_DELAYS_MS = [100, 500, 2000];
 
 /** The channel of a session on the bus. */
 const channelOf = (sessionId: string) => `session:${sessionId}`;
@@ -169,20 +171,51 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
    */
   const createEventJournal = (sessionId: string, channel: string, segment: LocalSegment) => {
     let nextIndex = 0;
+    /** Events not yet in the log, in order; the first is event `pendingStart`. */
     let pending: string[] = [];
+    let pendingStart = 0;
     /** Events not yet handed to local readers. */
     let handOver: SessionEvent[] = [];
     let chain: Promise<void> = Promise.resolve();
+    /** Why the last write left events out of the log, while it still lacks them. */
     let failure: unknown;
+    /**
+     * Appends one slice that starts at event `start`. When the append fails, the log is asked how
+     * far it got: an append it applied and then reported as failed (a timeout after the write)
+     * counts as done, so a retry never writes an event twice. How many events of the slice landed.
+     */
+    const append = async (batch: string[], start: number): Promise<number> => {
+      try {
+        const first = await log.append(sessionId, batch);
+        await bus.publish(channel, `e:${first + batch.length - 1}`).catch(() => undefined);
+        return batch.length;
+      } catch (error) {
+        const count = (await log.get(sessionId).catch(() => undefined))?.eventCount;
+        const landed = count === undefined ? 0 : Math.min(batch.length, Math.max(0, count - start));
+        if (landed > 0) await bus.publish(channel, `e:${start + landed - 1}`).catch(() => undefined);
+        if (landed === batch.length) return landed;
+        failure = error;
+        return landed;
+      }
+    };
     const write = async (): Promise<void> => {
       const events = pending;
+      const start = pendingStart;
       pending = [];
+      pendingStart = start + events.length;
       // Slices go to the log one after another, so each announces a later index than the last.
       for (let from = 0; from < events.length; from += JOURNAL_BATCH) {
         const batch = events.length <= JOURNAL_BATCH ? events : events.slice(from, from + JOURNAL_BATCH);
-        const first = await log.append(sessionId, batch);
-        await bus.publish(channel, `e:${first + batch.length - 1}`).catch(() => undefined);
+        const landed = await append(batch, start + from);
+        if (landed < batch.length) {
+          // The log stays a prefix of the run's events, with no gap: what it lacks is written first
+          // by the next write (the next burst, or the segment's end).
+          pending = events.slice(from + landed).concat(pending);
+          pendingStart = start + from + landed;
+          return;
+        }
       }
+      failure = undefined;
     };
     const schedule = (): Promise<void> => {
       if (handOver.length > 0) {
@@ -191,13 +224,14 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
         for (const reader of segment.readers) reader(events);
       }
       chain = chain.then(write).catch((error: unknown) => {
-        failure ??= error;
+        failure = error;
       });
       return chain;
     };
     return {
       async start() {
         nextIndex = (await log.get(sessionId))?.eventCount ?? 0;
+        pendingStart = nextIndex;
       },
       add(json: string) {
         const index = nextIndex;
@@ -211,8 +245,14 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       release() {
         if (handOver.length > 0) void schedule();
       },
+      /** Writes everything added; a log still failing after a few tries fails it. */
       async flush() {
         await schedule();
+        for (const waitMs of LOG_RETRY_DELAYS_MS) {
+          if (failure === undefined) return;
+          await new Promise((resolve) => setTimeout(resolve, waitMs));
+          await schedule();
+        }
         if (failure !== undefined) {
           const error = failure;
           failure = undefined;
