@@ -24,6 +24,7 @@ import {
   retryDelayMs,
   sleep,
   stopError,
+  toModelFailure,
   type ModelPolicy,
 } from './model-stream.js';
 import { interruptedResponse, type RecoveredTurn, type TurnJournal } from './turn-journal.js';
@@ -237,7 +238,7 @@ export async function runAgentLoop(session: LoopSession, environment: LoopEnviro
           });
         } catch (error) {
           if (signal.aborted) throw error;
-          const failure = toAgentError(error);
+          const failure = toModelFailure(error);
           // The calls this partial answer started belong to an answer that will not be used.
           turnController.abort(failure);
           openGate(false);

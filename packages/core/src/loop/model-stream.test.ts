@@ -52,3 +52,42 @@ describe('a model failure the backend says asking again cannot help', () => {
     expect(events.at(-1)).toMatchObject({ type: 'error', code: 'RATE_LIMITED', interactionId: expect.any(String) });
   });
 });
+
+describe("a custom backend's own fetch failing", () => {
+  /** A backend whose first request fails with `failure`, and whose later ones answer. */
+  const failingOnce = (failure: Error) => {
+    let requests = 0;
+    const unsupported = () => Promise.reject(new AgentError('NOT_IMPLEMENTED', 'not in this test'));
+    const backend: BackendClient = {
+      async *streamGenerateContent() {
+        requests += 1;
+        if (requests === 1) throw failure;
+        yield { candidates: [{ content: { role: 'model', parts: [{ text: 'Done.' }] }, finishReason: 'STOP', index: 0 }] };
+      },
+      executeStep: unsupported,
+      uploadGeminiFile: unsupported,
+      uploadBlobFile: unsupported,
+    };
+    return { backend, requests: () => requests };
+  };
+  const lastEvent = async (backend: BackendClient) => {
+    let last: RunEvent | undefined;
+    const events = run({ segments: [{ type: 'text', text: 'Work' }] }, { backend, store: createMemoryInteractionStore() }, { mode: 'chat', modelPolicy: { baseDelayMs: 1, maxDelayMs: 5 } });
+    for await (const event of events) last = event;
+    return last;
+  };
+
+  it('asks again after a network failure, as the built-in clients do', async () => {
+    for (const message of ['fetch failed', 'Failed to fetch', 'terminated']) {
+      const { backend, requests } = failingOnce(new TypeError(message));
+      expect(await lastEvent(backend)).toMatchObject({ type: 'complete', result: { success: true } });
+      expect(requests()).toBe(2);
+    }
+  });
+
+  it('does not ask again after a bug in the backend', async () => {
+    const { backend, requests } = failingOnce(new TypeError("Cannot read properties of undefined (reading 'parts')"));
+    expect(await lastEvent(backend)).toMatchObject({ type: 'complete', result: { success: false } });
+    expect(requests()).toBe(1);
+  });
+});

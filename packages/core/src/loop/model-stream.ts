@@ -22,6 +22,31 @@ export const DEFAULT_MODEL_POLICY: Required<ModelPolicy> = {
   maxDelayMs: 30_000,
 };
 
+/**
+ * The messages of the `TypeError` a `fetch` rejects with when the network fails, not the code:
+ * Node (undici: `fetch failed`, and `terminated` for a body cut mid-read), Chromium, Firefox and
+ * Safari.
+ */
+const FETCH_NETWORK_FAILURES: ReadonlySet<string> = new Set([
+  'fetch failed',
+  'terminated',
+  'Failed to fetch',
+  'NetworkError when attempting to fetch resource.',
+  'Load failed',
+]);
+
+/**
+ * A model stream's failure as a coded error. A custom backend that lets its `fetch`'s network
+ * failure through (a `TypeError`) gets the `MODEL_UNAVAILABLE` the built-in clients give, so the
+ * request is asked again and the run pauses rather than failing; any other throw is `INTERNAL`.
+ */
+export function toModelFailure(error: unknown): AgentError {
+  if (error instanceof TypeError && FETCH_NETWORK_FAILURES.has(error.message)) {
+    return new AgentError('MODEL_UNAVAILABLE', `The model could not be reached (${error.message})`, { cause: error });
+  }
+  return toAgentError(error);
+}
+
 /** Codes of failures that may pass if the same request is sent again later. */
 const TRANSIENT_CODES: ReadonlySet<string> = new Set(['RATE_LIMITED', 'MODEL_UNAVAILABLE', 'TIMEOUT']);
 
@@ -87,7 +112,7 @@ export function guardModelStream<T>(
         const fail = (error: unknown): void => {
           failWaiting = undefined;
           finish(true);
-          reject(timeout ?? toAgentError(error));
+          reject(timeout ?? toModelFailure(error));
         };
         if (timeout) {
           fail(timeout);
