@@ -11,6 +11,7 @@ export {
   readInteractionLabel,
   saveInteraction,
   type ClaimOptions,
+  type CheckpointRetry,
   type ClaimResult,
   type InteractionLabel,
 } from './interaction-claims.js';

@@ -124,6 +124,88 @@ describe('InteractionClaim', () => {
     expect(await store.get('applied')).toBeUndefined();
   });
 
+  it('reports a checkpoint the store failed as failed, even when it comes in the same millisecond as the one before', async () => {
+    const { store, control } = controlledStore();
+    await saveInteraction(store, 'same-ms', { step: 1 }, 'alice');
+    const now = () => 1_700_000_000_000;
+    const claim = await claimed(store, 'same-ms', { owner: 'alice', now });
+    await claim.checkpoint({ step: 2 });
+    control.fail = { op: 'set', when: 'before' };
+    expect(await outcomeOf(claim.checkpoint({ step: 3 }))).toBe('STORE_ERROR');
+    expect((await store.get('same-ms'))?.state).toBe('{"step":2}');
+    await claim.checkpoint({ step: 4 });
+    expect((await store.get('same-ms'))?.state).toBe('{"step":4}');
+  });
+
+  it('tries a checkpoint the store failed again when asked to, with the state as it is then, but never a state that cannot be saved, nor a record it lost', async () => {
+    const { store, control } = controlledStore();
+    await saveInteraction(store, 'retried', { step: 1 }, 'alice');
+    const claim = await claimed(store, 'retried', { owner: 'alice' });
+    const state: { step: number; note?: unknown } = { step: 2 };
+    control.fail = { op: 'set', when: 'before' };
+    const sets = control.sets;
+    const written = claim.checkpoint(state, { delaysMs: [5, 5] });
+    state.step = 3;
+    await written;
+    expect(control.sets - sets).toBe(2);
+    expect((await store.get('retried'))?.state).toBe('{"step":3}');
+
+    // Not JSON: refused at once, the store never asked.
+    const before = control.sets;
+    expect(await outcomeOf(claim.checkpoint({ step: 4, note: () => undefined }, { delaysMs: [5, 5] }))).toBe('STORE_ERROR');
+    expect(control.sets).toBe(before);
+
+    // Taken over by another process: the write is refused by the store's version check and never tried again.
+    let clock = Date.now();
+    await claim.release();
+    const mine = await claimed(store, 'retried', { owner: 'alice', leaseMs: 10, now: () => clock });
+    clock += 20;
+    await claimed(store, 'retried', { owner: 'alice', now: () => clock });
+    const tried = control.sets;
+    expect(await outcomeOf(mine.checkpoint({ step: 99 }, { delaysMs: [5, 5] }))).toBe('CONFLICT');
+    expect(control.sets - tried).toBe(1);
+    expect((await store.get('retried'))?.state).toBe('{"step":3}');
+  });
+
+  it('keeps holding a record when a write the store applied was reported failed and could not be checked: the next one is written, not taken for a takeover', async () => {
+    const memory = createMemoryInteractionStore();
+    /** The next set is applied, then reported failed, and the get that checks it fails too. */
+    let blackout = false;
+    let getFails = false;
+    const store: InteractionStore = {
+      async get(id) {
+        if (getFails) {
+          getFails = false;
+          throw new Error('connection reset');
+        }
+        return memory.get(id);
+      },
+      async set(id, write, expected) {
+        const version = await memory.set(id, write, expected);
+        if (blackout) {
+          blackout = false;
+          getFails = true;
+          throw new Error('connection reset');
+        }
+        return version;
+      },
+      delete: (id, expected) => memory.delete(id, expected),
+    };
+    await saveInteraction(store, 'unsure', { step: 1 }, 'alice');
+    const claim = await claimed(store, 'unsure', { owner: 'alice' });
+    blackout = true;
+    expect(await outcomeOf(claim.checkpoint({ step: 2 }))).toBe('STORE_ERROR');
+    await claim.checkpoint({ step: 3 });
+    expect(claim.lost.aborted).toBe(false);
+    expect((await store.get('unsure'))?.state).toBe('{"step":3}');
+    // Tried again at once, the same way.
+    blackout = true;
+    await claim.checkpoint({ step: 4 }, { delaysMs: [5] });
+    expect((await store.get('unsure'))?.state).toBe('{"step":4}');
+    await claim.commit();
+    expect(await store.get('unsure')).toBeUndefined();
+  });
+
   it('stops holding a record whose store is too slow to renew the lease, before another process may take it, and never writes over it', async () => {
     vi.useFakeTimers();
     const { store, control } = controlledStore();

@@ -34,6 +34,14 @@ export interface ClaimOptions {
   sessionId?: string;
 }
 
+/** How {@link InteractionClaim.checkpoint} tries again a write the store failed. */
+export interface CheckpointRetry {
+  /** The wait before each further attempt, in ms: `[100, 400]` makes three attempts in all. */
+  delaysMs: readonly number[];
+  /** Tries no more once it aborts (the run was stopped). */
+  signal?: AbortSignal;
+}
+
 /** What {@link claimInteraction} found. */
 export type ClaimResult =
   | { status: 'claimed'; claim: InteractionClaim }
@@ -160,6 +168,8 @@ export class InteractionClaim {
   #version: string;
   /** The state as last written (what {@link reinstate} puts back). */
   #lastState: string;
+  /** The lease end of the last write tried: each write's is later, so no two writes share a meta. */
+  #lastUntil: number;
   #queue: Promise<unknown> = Promise.resolve();
   #heartbeat: ReturnType<typeof setInterval> | undefined;
   #ended = false;
@@ -177,6 +187,7 @@ export class InteractionClaim {
     this.stateText = stateText;
     this.#lastState = stateText;
     this.#meta = meta;
+    this.#lastUntil = meta.lease?.until ?? 0;
     this.#version = version;
     this.#leaseMs = leaseMs;
     this.#now = now;
@@ -216,10 +227,26 @@ export class InteractionClaim {
     return this.#write(undefined);
   }
 
-  /** Replaces the stored state (and extends the lease). */
-  checkpoint(state: unknown): Promise<void> {
+  /**
+   * Replaces the stored state (and extends the lease). With `retry`, a write the store failed
+   * (`STORE_ERROR`: a blip, a timeout) is tried again after each of its waits, with `state` as it
+   * is then; never a record this claim lost, a state that cannot be saved, or once the run stopped.
+   */
+  async checkpoint(state: unknown, retry?: CheckpointRetry): Promise<void> {
     this.#encode ??= createJsonTextEncoder(stateTextOptions(this.#store, this.id));
-    return this.#write(this.#encode(state));
+    for (let attempt = 0; ; attempt += 1) {
+      // Encoded at each attempt: a state that shares the run's objects is written as it is now.
+      const text = this.#encode(state);
+      try {
+        await this.#write(text);
+        return;
+      } catch (error) {
+        const delay = retry?.delaysMs[attempt];
+        // A loss (the record is another process's now) is final, whatever the store said before it.
+        if (delay === undefined || this.#lostReason || !(error instanceof AgentError) || error.code !== 'STORE_ERROR') throw error;
+        if (!(await this.#wait(delay, retry?.signal))) throw this.#lostReason ?? error;
+      }
+    }
   }
 
   /**
@@ -287,7 +314,11 @@ export class InteractionClaim {
     const task = this.#queue.then(async () => {
       if (this.#ended) return;
       if (this.#lostReason) throw this.#lostReason;
-      const meta: RecordMeta = { ...this.#meta, lease: { token: this.#meta.lease?.token ?? crypto.randomUUID(), until: this.#now() + this.#leaseMs } };
+      // A failed write is told from one that landed by its meta: two writes in the same millisecond
+      // must not share it, or a write the store failed would count as written.
+      const until = Math.max(this.#now() + this.#leaseMs, this.#lastUntil + 1);
+      this.#lastUntil = until;
+      const meta: RecordMeta = { ...this.#meta, lease: { token: this.#meta.lease?.token ?? crypto.randomUUID(), until } };
       const write = state === undefined ? { meta: JSON.stringify(meta) } : { meta: JSON.stringify(meta), state };
       let version: string | undefined;
       try {
@@ -298,6 +329,16 @@ export class InteractionClaim {
         if (version === undefined) {
           this.#lastWriteFailed = true;
           throw error;
+        }
+      }
+      if (version === undefined && this.#lastWriteFailed) {
+        // An earlier write the store failed, and could not then be asked about, may have landed
+        // after all: a record that still carries this claim's lease token was written by nobody else.
+        const current = await this.#store.get(this.id).catch(() => undefined);
+        if (current !== undefined && leaseTokenOf(current.meta) === meta.lease?.token) {
+          this.#version = current.version;
+          this.#lastState = current.state;
+          version = await storeCall(this.id, 'checkpoint', () => this.#store.set(this.id, write, current.version));
         }
       }
       // Written over by another process: whatever this one does next must not count.
@@ -330,6 +371,26 @@ export class InteractionClaim {
     });
     this.#queue = task.catch(() => undefined);
     await Promise.race([task, this.#lostPromise()]);
+  }
+
+  /** Waits `ms`; `false` at once when the claim is lost or `signal` aborts meanwhile. */
+  async #wait(ms: number, signal: AbortSignal | undefined): Promise<boolean> {
+    if (signal?.aborted) return false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let stop: (() => void) | undefined;
+    try {
+      return await Promise.race([
+        new Promise<boolean>((resolve) => {
+          timer = setTimeout(() => resolve(true), ms);
+          stop = () => resolve(false);
+          signal?.addEventListener('abort', stop, { once: true });
+        }),
+        this.#lostPromise().catch(() => false),
+      ]);
+    } finally {
+      clearTimeout(timer);
+      if (stop) signal?.removeEventListener('abort', stop);
+    }
   }
 
   /** The version of the record if its meta is `meta` (a write of this claim that landed), else `undefined`. */
@@ -395,6 +456,16 @@ function isRecordMeta(value: unknown): value is RecordMeta {
   if (typeof lease !== 'object' || lease === null) return false;
   const { token, until } = lease as { token?: unknown; until?: unknown };
   return typeof token === 'string' && typeof until === 'number' && Number.isFinite(until);
+}
+
+/** The lease token in a record's meta, if it has one this runtime wrote. */
+function leaseTokenOf(text: string): string | undefined {
+  try {
+    const meta = JSON.parse(text) as unknown;
+    return isRecordMeta(meta) ? meta.lease?.token : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Runs a store operation; anything it throws that is not already coded becomes `STORE_ERROR`. */

@@ -1,5 +1,6 @@
+import { toAgentError, type AgentError } from '../errors/index.js';
 import type { FunctionDefinition } from '../functions/index.js';
-import type { InteractionClaim } from '../interactions/index.js';
+import type { CheckpointRetry, InteractionClaim } from '../interactions/index.js';
 import type { LoopSession } from '../loop/agent-loop.js';
 import type { CallOutcome, CallRecord } from '../loop/function-caller.js';
 import type { RecoveredTurn, TurnJournal } from '../loop/turn-journal.js';
@@ -8,10 +9,18 @@ import { toSavedState } from './persistence.js';
 import type { RunOptions } from './run-options.js';
 
 /**
+ * The waits before a failed checkpoint is written again (ms): three attempts in all, so a store
+ * that fails one write (a blip, a timeout) does not end the run.
+ */
+export const CHECKPOINT_RETRY_DELAYS_MS: readonly number[] = [100, 400];
+
+/**
  * A {@link TurnJournal} that writes checkpoints into a claimed record: the turn and its calls
  * when the model's answer is in (awaited, before side-effecting calls start), each call's result
  * as it settles while others still run (written in the background, coalesced), and the turn
  * boundary (awaited, before the next model request). A crash loses at most the turn in flight.
+ * An awaited write the store fails is tried again ({@link CHECKPOINT_RETRY_DELAYS_MS}); one that
+ * still fails is kept in {@link failure} and ends the loop.
  */
 export class CheckpointJournal implements TurnJournal {
   readonly #claim: InteractionClaim;
@@ -22,23 +31,41 @@ export class CheckpointJournal implements TurnJournal {
   #writing: Promise<void> | undefined;
   #dirty = false;
   #checkpointBeforeRequest: boolean;
+  readonly #retry: CheckpointRetry;
+  #failure: AgentError | undefined;
   /** Calls that settled before the model's turn was received (they start as the answer streams). */
   #settledEarly: Array<{ call: CallRecord; outcome: CallOutcome; result: AgentResult | undefined }> = [];
 
   /**
    * `checkpointBeforeRequest`: the session changed since the record was written (a client's
    * answer was applied); it is written before the first model request, after its event is out.
+   * `signal`: the run's; a stopped run tries no write again.
    */
   constructor(
     claim: InteractionClaim,
     definitions: ReadonlyMap<string, FunctionDefinition>,
     options: RunOptions,
+    signal: AbortSignal,
     checkpointBeforeRequest = false,
   ) {
     this.#claim = claim;
     this.#definitions = definitions;
     this.#options = options;
+    this.#retry = { delaysMs: CHECKPOINT_RETRY_DELAYS_MS, signal };
     this.#checkpointBeforeRequest = checkpointBeforeRequest;
+  }
+
+  /** The awaited write that failed for good (the loop stopped on it), if one did. */
+  get failure(): AgentError | undefined {
+    return this.#failure;
+  }
+
+  /**
+   * Whether the record still holds what the segment was resumed from, not the answer applied to
+   * it: the answer's checkpoint was never written.
+   */
+  get answerUnsaved(): boolean {
+    return this.#checkpointBeforeRequest;
   }
 
   async requestStarting(session: LoopSession): Promise<void> {
@@ -46,15 +73,15 @@ export class CheckpointJournal implements TurnJournal {
     // or a recovered turn's) belongs to none of them, even where the model reuses their ids.
     this.#settledEarly = [];
     if (!this.#checkpointBeforeRequest) return;
-    this.#checkpointBeforeRequest = false;
     await this.checkpoint(session);
+    this.#checkpointBeforeRequest = false;
   }
 
   /** Writes the session as it is now, at a point where no turn is in flight. */
   async checkpoint(session: LoopSession): Promise<void> {
     this.#turn = undefined;
     await this.#settleWrites();
-    await this.#claim.checkpoint(toSavedState(session, 'checkpoint', this.#options));
+    await this.#write(toSavedState(session, 'checkpoint', this.#options));
   }
 
   async turnReceived(session: LoopSession, calls: readonly CallRecord[]): Promise<void> {
@@ -67,7 +94,7 @@ export class CheckpointJournal implements TurnJournal {
     // Every call has answered: the turn's end is written next, before anything else can happen.
     if (allAnswered(turn)) return;
     await this.#settleWrites();
-    await this.#claim.checkpoint(this.#state(session));
+    await this.#write(this.#state(session));
   }
 
   callSettled(session: LoopSession, call: CallRecord, outcome: CallOutcome, result: AgentResult | undefined): void {
@@ -101,6 +128,16 @@ export class CheckpointJournal implements TurnJournal {
     if (outcome.kind === 'response') entry.response = outcome.response;
     if (result && !turn.result) turn.result = result;
     return true;
+  }
+
+  /** An awaited write, tried again when the store fails it; a failure that stays is kept. */
+  async #write(state: unknown): Promise<void> {
+    try {
+      await this.#claim.checkpoint(state, this.#retry);
+    } catch (error) {
+      this.#failure = toAgentError(error);
+      throw error;
+    }
   }
 
   #state(session: LoopSession) {

@@ -67,6 +67,31 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
+/** Whether a write puts a new state over a held record: a checkpoint (saves and claims are not). */
+const isCheckpoint = (write: { state?: string }, expected: string | null) => write.state !== undefined && expected !== null;
+
+/**
+ * A memory store that fails checkpoint writes (counted from 0) for which `fails` says so, before
+ * applying them; `attempts` counts each checkpoint write tried, failed or not.
+ */
+function checkpointFailingStore(fails: (index: number) => boolean, onFailure: (id: string) => Promise<void> | void = () => undefined) {
+  const memory = createMemoryInteractionStore();
+  const counts = { attempts: 0, failed: 0 };
+  const store: InteractionStore = {
+    get: (id) => memory.get(id),
+    delete: (id, expected) => memory.delete(id, expected),
+    async set(id, write, expected) {
+      if (isCheckpoint(write, expected) && fails(counts.attempts++)) {
+        counts.failed += 1;
+        await onFailure(id);
+        throw Object.assign(new Error('connection reset'), { code: 'ECONNRESET' });
+      }
+      return memory.set(id, write, expected);
+    },
+  };
+  return { store, memory, counts };
+}
+
 describe('durability of runs', () => {
   it('takes a crashed run over exactly once when twenty resumes race after its lease ran out', async () => {
     const store = createMemoryInteractionStore();
@@ -480,3 +505,125 @@ describe('durability of runs', () => {
   });
 });
 
+
+describe('a checkpoint the store fails', () => {
+  const mail = (sent: string[]): FunctionGroup => ({
+    name: 'mail',
+    functions: [
+      defineFunction({
+        name: 'send_email',
+        description: 'Sends an email.',
+        parameters: z.object({}),
+        sideEffects: true,
+        handler: async () => {
+          sent.push('sent');
+          return { sent: true };
+        },
+      }),
+    ],
+  });
+  const script = (request: ScriptedRequest) => {
+    if (!answered(request, 'send_email')) return [functionCallChunk('send_email', {})];
+    if (!answered(request, 'chat_request_user_input')) return ask();
+    return done('Done');
+  };
+
+  it('is written again when the store fails it once, wherever that falls: the run goes on without an error, the email sent once, the answer heard once', async () => {
+    /** Runs with checkpoints, answers the question, and returns every event and what was sent. */
+    const drive = async (store: InteractionStore) => {
+      const sent: string[] = [];
+      const backend = createScriptedBackendClient(script);
+      const ports: AgentPorts = { backend, store };
+      const options: RunOptions = { interactionId: 'flaky-1', functionGroups: [mail(sent)] };
+      const first = await collect(run(start('Email Ada, then greet her'), ports, options));
+      const question = first.at(-1);
+      if (question?.type !== 'waitForInput') return { events: first, sent, backend };
+      const second = await collect(resume(question.interactionId, answer, ports, { functionGroups: [mail(sent)] }));
+      return { events: [...first, ...second], sent, backend };
+    };
+    const clean = checkpointFailingStore(() => false);
+    await drive(clean.store);
+    const writes = clean.counts.attempts;
+    // The turn with the email, its end, and the answer.
+    expect(writes).toBeGreaterThanOrEqual(3);
+
+    for (let failAt = 0; failAt < writes; failAt += 1) {
+      const { store, memory, counts } = checkpointFailingStore((index) => index === failAt);
+      const { events, sent, backend } = await drive(store);
+      expect(counts.failed, `write ${failAt}`).toBe(1);
+      expect(events.filter((event) => event.type === 'error'), `write ${failAt}`).toEqual([]);
+      expect(events.at(-1), `write ${failAt}`).toMatchObject({ type: 'complete', result: { success: true } });
+      expect(sent, `write ${failAt}`).toEqual(['sent']);
+      const heard = responsesIn(backend.requests.at(-1)).filter((response) => response.name === 'chat_request_user_input');
+      expect(heard, `write ${failAt}`).toEqual([{ name: 'chat_request_user_input', response: { user_input: 'Ada' } }]);
+      expect(await memory.get('flaky-1'), `write ${failAt}`).toBeUndefined();
+    }
+  });
+
+  it('stops the run after three attempts when the store keeps failing, saying it can be resumed under its id, and resuming goes on from the last checkpoint', async () => {
+    const sent: string[] = [];
+    let broken = true;
+    // The first checkpoint (the turn with the email, before it is sent) is written; none after it.
+    const { store, memory, counts } = checkpointFailingStore((index) => broken && index > 0);
+    const backend = createScriptedBackendClient((request) => (answered(request, 'send_email') ? done('Sent') : [functionCallChunk('send_email', {})]));
+    const ports: AgentPorts = { backend, store };
+    const events = await collect(run(start('Email Ada'), ports, { interactionId: 'down-1', functionGroups: [mail(sent)] }));
+    expect(counts.failed).toBe(3);
+    expect(events.at(-1)).toEqual({
+      type: 'error',
+      message: 'Could not checkpoint interaction down-1 (ECONNRESET) (the run was saved; resume interaction down-1 to retry)',
+      code: 'STORE_ERROR',
+      interactionId: 'down-1',
+    });
+    // Not a failed run: nothing says it ended.
+    expect(events.some((event) => event.type === 'complete' || event.type === 'finish')).toBe(false);
+    expect(sent).toEqual(['sent']);
+    expect((await memory.get('down-1'))?.meta).not.toContain('lease');
+
+    broken = false;
+    const resumed = await collect(resume('down-1', {}, ports, { functionGroups: [mail(sent)] }));
+    expect(resumed.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+    // The email was recorded as started before it ran: it is reported, not sent again.
+    expect(sent).toEqual(['sent']);
+    expect(responsesIn(backend.requests.at(-1))[0]?.response.error).toContain('was running when the run stopped and was not run again');
+  });
+
+  it('never writes again into a record another process took over while a failed checkpoint waited, and runs nothing more', async () => {
+    const sent: string[] = [];
+    const theirs = { meta: JSON.stringify({ lease: { token: 'other-process', until: Date.now() + 60_000 } }), state: JSON.stringify(checkpointState()) };
+    const { store, memory, counts } = checkpointFailingStore(
+      (index) => index === 0,
+      async (id) => {
+        // Another process takes the record over just as the store fails this one's write.
+        const record = await memory.get(id);
+        await memory.set(id, theirs, record?.version ?? null);
+      },
+    );
+    const backend = createScriptedBackendClient((request) => (answered(request, 'send_email') ? done('Sent') : [functionCallChunk('send_email', {})]));
+    const events = await collect(run(start('Email Ada'), { backend, store }, { interactionId: 'taken-1', functionGroups: [mail(sent)] }));
+    expect(codeOf(events.at(-1))).toBe('CONFLICT');
+    expect(events.some((event) => event.type === 'complete')).toBe(false);
+    expect(counts.failed).toBe(1);
+    expect(sent).toEqual([]);
+    const record = await memory.get('taken-1');
+    expect({ meta: record?.meta, state: record?.state }).toEqual(theirs);
+  });
+
+  it('is not tried again once the run was stopped, and the run stays resumable', async () => {
+    const sent: string[] = [];
+    const controller = new AbortController();
+    const { store, counts } = checkpointFailingStore(
+      (index) => index === 0,
+      () => controller.abort(),
+    );
+    const backend = createScriptedBackendClient((request) => (answered(request, 'send_email') ? done('Sent') : [functionCallChunk('send_email', {})]));
+    const ports: AgentPorts = { backend, store };
+    const events = await collect(run(start('Email Ada'), ports, { interactionId: 'stopped-1', signal: controller.signal, functionGroups: [mail(sent)] }));
+    expect(events.some((event) => event.type === 'complete')).toBe(false);
+    expect(counts).toEqual({ attempts: 1, failed: 1 });
+    expect(sent).toEqual([]);
+    const resumed = await collect(resume('stopped-1', {}, ports, { functionGroups: [mail(sent)] }));
+    expect(resumed.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+    expect(sent).toEqual(['sent']);
+  });
+});

@@ -65,8 +65,9 @@ export async function runSegment(segment: Segment): Promise<void> {
     claim.startHeartbeat();
     claim.onLost((reason) => environment.abort(reason));
   }
+  let journal: CheckpointJournal | undefined;
   try {
-    const journal = claim ? new CheckpointJournal(claim, segment.toolbox.definitions, segment.options, segment.unsaved === true) : undefined;
+    journal = claim ? new CheckpointJournal(claim, segment.toolbox.definitions, segment.options, environment.signal, segment.unsaved === true) : undefined;
     const outcome = await runAgentLoop(
       segment.session,
       {
@@ -79,6 +80,9 @@ export async function runSegment(segment: Segment): Promise<void> {
       },
       segment.recovered,
     );
+    // The store kept failing a checkpoint (the loop ends on it as on any failure): the record is
+    // still there, as last written, so the run is as resumable as after any other store failure.
+    if (journal?.failure?.code === 'STORE_ERROR') throw journal.failure;
     await finishSegment(outcome, segment);
   } catch (error) {
     // Stopped, or the record was taken over: nothing more to say (or the loss, as it is).
@@ -91,6 +95,11 @@ export async function runSegment(segment: Segment): Promise<void> {
       if (claim.lost.aborted) throw releaseError;
       // Still held by this process's lease: resumable once it runs out.
     }
+    // A resume whose answer's checkpoint was never written still holds the question, not the answer.
+    if (journal?.answerUnsaved === true) {
+      environment.emit(answerNotSaved(claim.id, failure));
+      return;
+    }
     environment.emit({
       type: 'error',
       message: `${failure.message} (the run was saved; resume interaction ${claim.id} to retry)`,
@@ -101,6 +110,20 @@ export async function runSegment(segment: Segment): Promise<void> {
     // Whatever stopped the segment early (a disconnect, a thrown error): the run stays resumable.
     await claim?.release().catch(() => undefined);
   }
+}
+
+/**
+ * The `error` event of a resume whose answer was applied but never saved: the record still holds
+ * the question, so resuming it with `{}` (as a pause is retried) is no retry. It says to resume
+ * with the answer again, and keeps the id to do so with.
+ */
+export function answerNotSaved(interactionId: string, failure: AgentError): RunEvent {
+  return {
+    type: 'error',
+    message: `${failure.message} (the answer was not saved: interaction ${interactionId} still waits for it; resume it with the answer again)`,
+    code: failure.code,
+    interactionId,
+  };
 }
 
 /**

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { AgentError } from '../errors/index.js';
-import { defineFunction, type FunctionGroup } from '../functions/index.js';
+import { defineFunction, Suspend, type FunctionGroup } from '../functions/index.js';
 import { createClaimedInteraction } from '../interactions/index.js';
 import type { AgentPorts, BackendClient, InteractionStore } from '../ports/index.js';
 import type { GenerateContentResponse } from '../protocol/gemini.js';
@@ -428,6 +428,102 @@ describe('never lose a run', () => {
     // The last answer is written with the turn's end; a turn whose calls all answered while the
     // model streamed is written once, at its end; the last turn ends the run and writes nothing.
     expect(writes.slice(3)).toEqual(['boundary', 'boundary']);
+  });
+});
+
+/** A memory store that fails every write of a state over a held record (a checkpoint) while `broken.on` is set. */
+function checkpointsFailWhile(broken: { on: boolean }) {
+  const memory = createMemoryInteractionStore();
+  const store: InteractionStore = {
+    get: (id) => memory.get(id),
+    delete: (id, expected) => memory.delete(id, expected),
+    async set(id, write, expected) {
+      if (broken.on && write.state !== undefined && expected !== null) throw Object.assign(new Error('connection reset'), { code: 'ECONNRESET' });
+      return memory.set(id, write, expected);
+    },
+  };
+  return { store, memory };
+}
+
+describe('an answer the store could not save', () => {
+  const answer: ResumeResponse = { input: { role: 'user', parts: [{ text: 'Ada' }] } };
+
+  it('says the answer was not saved and to answer again, and the question waits unchanged for it', async () => {
+    const broken = { on: false };
+    const { store, memory } = checkpointsFailWhile(broken);
+    const backend = createScriptedBackendClient((request) =>
+      answered(request, 'chat_request_user_input') ? done('Hello Ada') : [functionCallChunk('chat_request_user_input', { user_message: 'Your name?' })],
+    );
+    const ports: AgentPorts = { backend, store };
+    const question = (await collect(run(start('Greet me'), ports))).at(-1);
+    if (question?.type !== 'waitForInput') throw new Error('expected waitForInput');
+    const id = question.interactionId;
+    const saved = (await memory.get(id))?.state;
+
+    broken.on = true;
+    const failed = await collect(resume(id, answer, ports));
+    expect(failed.at(-1)).toEqual({
+      type: 'error',
+      message: `Could not checkpoint interaction ${id} (ECONNRESET) (the answer was not saved: interaction ${id} still waits for it; resume it with the answer again)`,
+      code: 'STORE_ERROR',
+      interactionId: id,
+    });
+    expect(failed.some((event) => event.type === 'complete' || event.type === 'finish')).toBe(false);
+    expect(backend.requests).toHaveLength(1);
+    broken.on = false;
+
+    // The record is the question, as it was before the answer.
+    expect((await memory.get(id))?.state).toBe(saved);
+
+    const answeredAgain = await collect(resume(id, answer, ports));
+    expect(answeredAgain.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+    const heard = responsesIn(backend.requests.at(-1)).filter((response) => response.name === 'chat_request_user_input');
+    expect(heard).toEqual([{ name: 'chat_request_user_input', response: { user_input: 'Ada' } }]);
+  });
+
+  it('runs nothing a consent allowed when the store could not record it, and the consent asked again runs it once', async () => {
+    const charged: number[] = [];
+    const charge = defineFunction({
+      name: 'charge_card',
+      description: 'Charges the card, once the user agreed.',
+      parameters: z.object({ cents: z.number() }),
+      sideEffects: true,
+      async precondition(_args, context) {
+        if (!context.consentsGranted.has('GET_ANY_WEBPAGE')) {
+          throw new Suspend({ type: 'queryConsent', requestId: 'consent-1', consentType: 'GET_ANY_WEBPAGE', scope: {}, graphId: 'g' }, { precondition: true });
+        }
+      },
+      handler: async ({ cents }) => {
+        charged.push(cents);
+        return { charged: cents };
+      },
+    });
+    const options: RunOptions = { functionGroups: [{ name: 'card', functions: [charge] }] };
+    const broken = { on: false };
+    const { store } = checkpointsFailWhile(broken);
+    const backend = createScriptedBackendClient((request) => (answered(request, 'charge_card') ? done('Charged') : [functionCallChunk('charge_card', { cents: 500 })]));
+    const ports: AgentPorts = { backend, store };
+    const asked = (await collect(run(start('Charge 5 euros'), ports, options))).at(-1);
+    if (asked?.type !== 'queryConsent') throw new Error(`expected queryConsent, got ${asked?.type}`);
+    const id = asked.interactionId;
+
+    broken.on = true;
+    const failed = await collect(resume(id, { consent: true }, ports, options));
+    expect(failed).toEqual([
+      {
+        type: 'error',
+        message: `Could not checkpoint interaction ${id} (ECONNRESET) (the answer was not saved: interaction ${id} still waits for it; resume it with the answer again)`,
+        code: 'STORE_ERROR',
+        interactionId: id,
+      },
+    ]);
+    expect(charged).toEqual([]);
+    broken.on = false;
+
+    const consented = await collect(resume(id, { consent: true }, ports, options));
+    expect(consented.at(-1)).toMatchObject({ type: 'complete', result: { success: true } });
+    expect(charged).toEqual([500]);
+    expect(responsesIn(backend.requests.at(-1)).find((response) => response.name === 'charge_card')?.response).toEqual({ charged: 500 });
   });
 });
 

@@ -1,5 +1,5 @@
 import { AgentFileSystem, TaskTreeManager } from '../agent-fs/index.js';
-import { AgentError, messageOf } from '../errors/index.js';
+import { AgentError, messageOf, toAgentError } from '../errors/index.js';
 import { WEBPAGE_CONSENT } from '../functions/index.js';
 import { claimInteraction, DEFAULT_MAX_STATE_BYTES, type InteractionClaim } from '../interactions/index.js';
 import { createFunctionContext, fatalOutcome, type LoopOutcome, type LoopSession, type Toolbox } from '../loop/agent-loop.js';
@@ -9,7 +9,8 @@ import type { JsonObject, Part } from '../protocol/content.js';
 import type { AgentResult } from '../protocol/events.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
 import type { RunEvent } from '../protocol/run-events.js';
-import { busyError, finishSegment, runSegment, toolboxFor, type Segment } from './finish-run.js';
+import { CHECKPOINT_RETRY_DELAYS_MS } from './checkpoint-journal.js';
+import { answerNotSaved, busyError, finishSegment, runSegment, toolboxFor, type Segment } from './finish-run.js';
 import { readInteractionState, type InteractionState } from './interaction-state.js';
 import { toSavedState } from './persistence.js';
 import { driveRun, type RunEnvironment } from './run-environment.js';
@@ -19,7 +20,9 @@ import { DEFAULT_MAX_TURNS, type RunOptions } from './run-options.js';
 /**
  * Resumes the run saved under `interactionId` and yields the rest of its events: a suspended run
  * with the client's `response`, a paused or interrupted run from its last checkpoint (the
- * response is then ignored, so an answer is never applied twice).
+ * response is then ignored, so an answer is never applied twice). A suspended run takes any
+ * response as its answer, as the reference does: when the store could not save an answer, the
+ * `error` event says so, and that the interaction waits for the answer again.
  *
  * The run is claimed first: one resumer at a time, and only its owner. An unknown or finished id
  * yields one `error` event with code `INTERACTION_NOT_FOUND`, another owner's run `FORBIDDEN`
@@ -130,6 +133,10 @@ async function prepare(
   }
 
   const answered = await answerPendingCall(state, response, session, toolbox, ports, options, environment, claim);
+  if (answered.kind === 'unsaved') {
+    environment.emit(answerNotSaved(claim.id, answered.error));
+    return undefined;
+  }
   if (answered.kind === 'outcome') {
     await finishSegment(answered.outcome, { session, toolbox, ports, options, environment, claim, ...withMemory });
     return undefined;
@@ -147,8 +154,11 @@ async function prepare(
   return { session, toolbox, ports, options, environment, claim, unsaved: true, ...withMemory };
 }
 
-/** What the client's answer made of the suspended call: its function response, or the run's end. */
-type Answered = { kind: 'response'; response: JsonObject } | { kind: 'outcome'; outcome: LoopOutcome };
+/**
+ * What the client's answer made of the suspended call: its function response, the run's end, or
+ * nothing yet (the store failed before a call the answer allowed could start).
+ */
+type Answered = { kind: 'response'; response: JsonObject } | { kind: 'outcome'; outcome: LoopOutcome } | { kind: 'unsaved'; error: AgentError };
 
 /**
  * Turns the client's answer into the suspended call's function response: a consent re-runs the
@@ -186,7 +196,13 @@ async function answerPendingCall(
           record.callId === call.callId ? { ...record, started: true } : answer === undefined ? record : { ...record, response: answer },
         ),
       };
-      await claim.checkpoint(started);
+      try {
+        await claim.checkpoint(started, { delaysMs: CHECKPOINT_RETRY_DELAYS_MS, signal: environment.signal });
+      } catch (error) {
+        // Lost or stopped: said as it is. Else the record still holds the question, unanswered.
+        if (environment.signal.aborted) throw error;
+        return { kind: 'unsaved', error: toAgentError(error) };
+      }
     }
     const outcome = await invokeFunction(definition, call, createContext);
     if (outcome.kind === 'fatal') return { kind: 'outcome', outcome: fatalOutcome(outcome.error) };
