@@ -1,3 +1,5 @@
+import { AgentError } from '../errors/agent-error.js';
+
 /** Base64 of `bytes`, with Web-standard APIs only (no `Buffer`). */
 export function bytesToBase64(bytes: Uint8Array): string {
   const chunkSize = 0x8000;
@@ -8,9 +10,20 @@ export function bytesToBase64(bytes: Uint8Array): string {
   return btoa(binary);
 }
 
-/** The bytes of base64 `data`. Throws a `DOMException` (`InvalidCharacterError`) on malformed input. */
+/**
+ * The bytes of base64 `data` (standard alphabet; padding and ASCII whitespace optional, as `atob`
+ * takes them). Data that is not base64 (a caller's `inlineData.data`, say) throws an `AgentError`
+ * with code `BAD_REQUEST` rather than the runtime's `DOMException`.
+ */
 export function base64ToBytes(data: string): Uint8Array {
-  const binary = atob(data);
+  let binary: string;
+  try {
+    binary = atob(data);
+  } catch (error) {
+    throw new AgentError('BAD_REQUEST', `expected base64 data (A-Z, a-z, 0-9, "+", "/", "=" padding), got ${data.length} characters that are not`, {
+      cause: error,
+    });
+  }
   const bytes = new Uint8Array(binary.length);
   for (let index = 0; index < binary.length; index += 1) bytes[index] = binary.charCodeAt(index);
   return bytes;

@@ -164,6 +164,15 @@ describe('toWireEvent / fromWireEvent', () => {
     expect(toWireEventJson({ type: 'functionCallUpdate', callId: 'c' } as never)).toBe('{"functionCallUpdate":{"callId":"c","status":null}}');
   });
 
+  it('always sends subagentAddJson.data, as null when the event has none (spec 2.6)', () => {
+    const event = { type: 'subagentAddJson', callId: 'c', title: 'T', data: undefined, icon: 'i' } as const;
+    expect(toWireEventJson(event)).toBe('{"subagentAddJson":{"callId":"c","title":"T","icon":"i","data":null}}');
+    expect(JSON.parse(JSON.stringify(toWireEvent({ type: 'subagentAddJson', callId: 'c', title: 'T' })))).toEqual({
+      subagentAddJson: { callId: 'c', title: 'T', data: null },
+    });
+    expect(toWireEventJson({ type: 'subagentAddJson', callId: 'c', title: 'T', data: 0 })).toBe('{"subagentAddJson":{"callId":"c","title":"T","data":0}}');
+  });
+
   it('writes fields outside the protocol, functions, dates and empty payloads as JSON.stringify does', () => {
     const events = [
       { type: 'thought', text: 'a "quoted"\n\u2028 line', 'x":1,"y': 'escaped key', 'ünï': 1 },
@@ -230,6 +239,34 @@ describe('toWireEvent / fromWireEvent', () => {
     expect(() => fromWireEvent({ functionCall: { callId: 1, name: 'f', args: {} } })).toThrow(/^functionCall\.callId: /);
     expect(() => fromWireEvent({ bogus: {} })).toThrow(/unknown event type "bogus"/);
     expect(() => fromWireEvent({ thought: { text: 'a' }, finish: {} })).toThrow(/exactly one event key/);
+  });
+
+  it('keeps the event type its key names when the payload carries a field called type', () => {
+    const event = fromWireEvent(JSON.parse('{"thought":{"text":"a","type":"complete"}}'));
+    expect(event.type).toBe('thought');
+    expect(fromWireEvent({ functionCallUpdate: { type: 'finish', callId: 'c', status: null } })).toMatchObject({ type: 'functionCallUpdate', callId: 'c' });
+  });
+
+  it('keeps a payload field called __proto__ a field, as toWireEventJson writes it, and inherits nothing from it', () => {
+    const line = '{"error":{"message":"m","__proto__":{"code":"RATE_LIMITED"}}}';
+    const event = fromWireEvent(JSON.parse(line));
+    const wire = toWireEvent(event);
+    expect(JSON.stringify(wire)).toBe(line);
+    expect(toWireEventJson(event)).toBe(line);
+    expect(Object.getPrototypeOf(wire.error)).toBe(Object.prototype);
+    expect(wire.error?.code).toBeUndefined();
+  });
+
+  it('quotes at most 80 characters of an unknown event type in its error', () => {
+    const type = 'x'.repeat(100_000);
+    let message = '';
+    try {
+      fromWireEvent({ [type]: {} });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/unknown event type "x{80}\.\.\."$/);
+    expect(message.length).toBeLessThan(250);
   });
 
   it('tells suspend events apart', () => {

@@ -60,4 +60,15 @@ describe('request body limits', () => {
   it('refuses an interaction id longer than 256 characters', () => {
     expect(failure(() => parseAgentRequestBody({ resume: { interactionId: 'x'.repeat(257) } })).message).toMatch(/^resume\.interactionId: /);
   });
+
+  it('quotes at most 80 characters of an unknown segment type, whole surrogate pairs only', () => {
+    const huge = failure(() => parseAgentRequestText(JSON.stringify({ segments: [{ type: 'x'.repeat(1_000_000) }] })));
+    expect(huge.message).toBe(`segments[0].type: Unknown segment type: ${'x'.repeat(80)}...`);
+    const nested = failure(() => parseAgentRequestBody({ segments: [{ type: { a: 'y'.repeat(10_000) } }] }));
+    expect(nested.message).toBe(`segments[0].type: Unknown segment type: {"a":"${'y'.repeat(74)}...`);
+    // An emoji straddling the cut is left out whole, so the message is well-formed text.
+    const emoji = failure(() => parseAgentRequestBody({ segments: [{ type: `${'z'.repeat(79)}\u{1F600}tail` }] }));
+    expect(emoji.message).toBe(`segments[0].type: Unknown segment type: ${'z'.repeat(79)}...`);
+    expect(emoji.message).not.toMatch(/[\ud800-\udbff](?![\udc00-\udfff])/);
+  });
 });

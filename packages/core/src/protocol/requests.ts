@@ -3,7 +3,7 @@ import { AgentError } from '../errors/index.js';
 import { LLMContentSchema } from './content.js';
 import { lazy } from './lazy.js';
 import { formatFirstIssue, formatPath } from '../errors/format-issues.js';
-import { describeType, isPlainObject } from './values.js';
+import { clipped, describeType, isPlainObject } from './values.js';
 
 // The request schemas are built on first parse: a process that never parses a request body (one
 // that calls run() itself) never pays for them.
@@ -291,7 +291,7 @@ export function parseSegment(value: unknown, path: string): Segment | undefined 
     path = `${path}.${key}`;
     flat = { ...inner, type: SEGMENT_SPELLINGS[key] };
   } else if (!SEGMENT_KINDS.includes(value.type as string)) {
-    throw badRequest(`${path}.type`, `Unknown segment type: ${typeof value.type === 'string' ? value.type : JSON.stringify(value.type)}`);
+    throw badRequest(`${path}.type`, `Unknown segment type: ${clipped(typeof value.type === 'string' ? value.type : JSON.stringify(value.type))}`);
   }
   if (flat.type === 'input' || flat.type === 'asset') {
     if (hasNoParts(flat.content)) {

@@ -12,6 +12,16 @@ export function describeType(value: unknown): string {
   return typeof value;
 }
 
+/**
+ * `text` cut to at most `max` characters (never inside a surrogate pair), marked with `...` when
+ * cut: for a caller's value quoted in an error message, which ends up in a response and in logs.
+ */
+export function clipped(text: string, max = 80): string {
+  if (text.length <= max) return text;
+  const code = text.charCodeAt(max - 1);
+  return `${text.slice(0, code >= 0xd800 && code <= 0xdbff ? max - 1 : max)}...`;
+}
+
 /** `text` percent-decoded, or as it is when it is not valid percent-encoding (a lone `%`). */
 export function decodeSafely(text: string): string {
   try {

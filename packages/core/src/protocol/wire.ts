@@ -2,6 +2,7 @@ import { AgentError } from '../errors/agent-error.js';
 import { formatPath } from '../errors/format-issues.js';
 import { AGENT_EVENT_PAYLOADS, type AgentEvent, type AgentEventType } from './events.js';
 import { ShapeIssue } from './shape.js';
+import { clipped } from './values.js';
 
 /** An event as it travels: a single-key object, `{"thought": {"text": "..."}}` (decision W1). */
 export type WireEvent = { [key: string]: Record<string, unknown> };
@@ -49,7 +50,9 @@ export function toWireEventJson(event: AgentEvent): string {
     if (json === undefined) continue;
     fields += `${fields === '' ? '' : ','}${PLAIN_KEYS.has(key) ? `"${key}"` : JSON.stringify(key)}:${json}`;
   }
+  // Two fields the protocol always sends, as null when unset (spec 2.6).
   if (event.type === 'functionCallUpdate' && event.status === undefined) fields += `${fields === '' ? '' : ','}"status":null`;
+  else if (event.type === 'subagentAddJson' && event.data === undefined) fields += `${fields === '' ? '' : ','}"data":null`;
   return `{"${event.type}":{${fields}}}`;
 }
 
@@ -60,15 +63,22 @@ function fieldCount(event: AgentEvent): number {
   return count;
 }
 
-/** The event without its `type` and its undefined fields; a `functionCallUpdate` always has a `status`. */
+/**
+ * The event without its `type` and its undefined fields; a `functionCallUpdate` always has a
+ * `status` and a `subagentAddJson` always has `data`, `null` when unset.
+ */
 function wirePayload(event: AgentEvent): Record<string, unknown> {
   const payload: Record<string, unknown> = {};
   for (const key in event) {
     if (key === 'type') continue;
     const value = (event as Record<string, unknown>)[key];
-    if (value !== undefined) payload[key] = value;
+    if (value === undefined) continue;
+    // An own `__proto__` field (parsed from JSON) stays a field: assigned, it would set the payload's prototype.
+    if (key === '__proto__') Object.defineProperty(payload, key, { value, enumerable: true, writable: true, configurable: true });
+    else payload[key] = value;
   }
   if (event.type === 'functionCallUpdate' && payload.status === undefined) payload.status = null;
+  else if (event.type === 'subagentAddJson' && payload.data === undefined) payload.data = null;
   return payload;
 }
 
@@ -84,10 +94,11 @@ export function fromWireEvent(value: unknown): AgentEvent {
   const keys = Object.keys(value);
   if (keys.length !== 1) throw badEvent('(root)', `expected exactly one event key, got ${keys.length}`);
   const type = keys[0] as string;
-  if (!Object.hasOwn(AGENT_EVENT_PAYLOADS, type)) throw badEvent(type, `unknown event type "${type}"`);
+  if (!Object.hasOwn(AGENT_EVENT_PAYLOADS, type)) throw badEvent(clipped(type), `unknown event type "${clipped(type)}"`);
   const payload = AGENT_EVENT_PAYLOADS[type as AgentEventType].check((value as Record<string, unknown>)[type]);
   if (payload instanceof ShapeIssue) throw badEvent(formatPath(type, payload.path), payload.message);
-  return { type, ...payload } as AgentEvent;
+  // The key names the type: a payload field called `type` (a newer server's) must not override it.
+  return { ...payload, type } as AgentEvent;
 }
 
 function badEvent(path: string, problem: string): AgentError {
