@@ -1,3 +1,4 @@
+import { AgentError } from '@org/core';
 import { storeFailure } from '../store-failure.js';
 import { migrateOn } from './postgres-schema.js';
 
@@ -54,10 +55,72 @@ export interface PostgresConnectionOptions {
    * `STORE_ERROR` instead of holding it forever. Default 10 000 ms.
    */
   connectTimeoutMs?: number;
+  /**
+   * How long one statement (and the bus's LISTEN) may wait for the database before the call fails
+   * with `STORE_ERROR` (`postgres: TIMEOUT`): a database that stops answering mid-operation (a
+   * frozen server, a dropped route, a half-open connection) never holds a run forever. The
+   * connection it waited on is destroyed, so the next call takes another. Default 10 000 ms.
+   */
+  queryTimeoutMs?: number;
 }
 
 /** Default of {@link PostgresConnectionOptions.connectTimeoutMs}. */
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+
+/** Default of {@link PostgresConnectionOptions.queryTimeoutMs}. */
+const DEFAULT_QUERY_TIMEOUT_MS = 10_000;
+
+/** The error a statement the database did not answer in time fails with (its reason word is `TIMEOUT`). */
+export class PostgresTimeoutError extends Error {
+  readonly code = 'TIMEOUT';
+  constructor(timeoutMs: number) {
+    super(`TIMEOUT: no answer from PostgreSQL within ${timeoutMs} ms`);
+    this.name = 'PostgresTimeoutError';
+  }
+}
+
+/** `task`, or a {@link PostgresTimeoutError} after `timeoutMs`. */
+export async function within<T>(task: Promise<T>, timeoutMs: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new PostgresTimeoutError(timeoutMs)), timeoutMs);
+  });
+  try {
+    return await Promise.race([task, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Runs one statement on a connection of `pool`, failing after `timeoutMs`. A connection that
+ * failed or timed out is destroyed, not given back (as `pg`'s own `pool.query` does on an error):
+ * a silent one would otherwise fail every later statement that the pool handed it.
+ */
+export async function queryWithin(pool: PostgresPoolLike, text: string, values: unknown[] | undefined, timeoutMs: number): Promise<PostgresQueryResult> {
+  let client: PostgresPoolClientLike | undefined;
+  let settled = false;
+  const work = (async () => {
+    const checkedOut = await pool.connect();
+    if (settled) {
+      // Checked out after the call gave up: a healthy connection goes back.
+      checkedOut.release();
+      return undefined as never;
+    }
+    client = checkedOut;
+    return checkedOut.query(text, values);
+  })();
+  try {
+    const result = await within(work, timeoutMs);
+    settled = true;
+    client?.release();
+    return result;
+  } catch (error) {
+    settled = true;
+    client?.release(error instanceof Error ? error : true);
+    throw error;
+  }
+}
 
 /** The quoted names of the tables for one prefix. */
 export interface PostgresTables {
@@ -70,6 +133,8 @@ export interface PostgresTables {
 export interface PostgresConnection {
   readonly prefix: string;
   readonly tables: PostgresTables;
+  /** How long one statement may wait for the database, in ms. */
+  readonly timeoutMs: number;
   /** Runs one statement (after the tables exist). */
   query(text: string, values?: unknown[]): Promise<PostgresQueryResult>;
   /** The pool, for a dedicated connection. */
@@ -96,6 +161,10 @@ export function openPostgresConnection(options: PostgresConnectionOptions, facto
   if (!(connectTimeoutMs > 0) || !Number.isFinite(connectTimeoutMs)) {
     throw new TypeError(`${factory}: \`connectTimeoutMs\` must be a positive number of milliseconds`);
   }
+  const queryTimeoutMs = options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS;
+  if (!Number.isSafeInteger(queryTimeoutMs) || queryTimeoutMs <= 0) {
+    throw new TypeError(`${factory}: \`queryTimeoutMs\` must be a positive whole number of milliseconds`);
+  }
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   const tables = tablesFor(prefix, factory);
   let opened: Promise<PostgresPoolLike & { end(): Promise<void> }> | undefined;
@@ -109,7 +178,8 @@ export function openPostgresConnection(options: PostgresConnectionOptions, facto
   const ready = async (): Promise<PostgresPoolLike> => {
     const target = await pool();
     if (options.migrate !== false) {
-      migrated ??= migrateOn(target, prefix).catch((error: unknown) => {
+      const timed: PostgresPoolLike = { query: (text, values) => queryWithin(target, text, values, queryTimeoutMs), connect: () => target.connect() };
+      migrated ??= migrateOn(timed, prefix).catch((error: unknown) => {
         migrated = undefined;
         throw error;
       });
@@ -120,8 +190,9 @@ export function openPostgresConnection(options: PostgresConnectionOptions, facto
   return {
     prefix,
     tables,
+    timeoutMs: queryTimeoutMs,
     async query(text, values) {
-      return (await ready()).query(text, values);
+      return queryWithin(await ready(), text, values, queryTimeoutMs);
     },
     pool: ready,
     async close() {
@@ -151,9 +222,20 @@ export function encodeText(text: string): string {
   return text.includes('\u0000') || text.startsWith(MARKER) ? MARKER + JSON.stringify(text) : text;
 }
 
-/** The text {@link encodeText} stored. */
-export function decodeText(stored: string): string {
-  return stored.startsWith(MARKER) ? (JSON.parse(stored.slice(1)) as string) : stored;
+/**
+ * The text {@link encodeText} stored. A marked text that is not a JSON string (a hand edit, a row
+ * another program wrote) is refused with `STORE_ERROR`: `damaged` says which record it was.
+ */
+export function decodeText(stored: string, damaged: string): string {
+  if (!stored.startsWith(MARKER)) return stored;
+  let text: unknown;
+  try {
+    text = JSON.parse(stored.slice(1));
+  } catch {
+    text = undefined;
+  }
+  if (typeof text !== 'string') throw new AgentError('STORE_ERROR', damaged);
+  return text;
 }
 
 /** Runs `body`, turning any failure into a `STORE_ERROR` that names `action`. */

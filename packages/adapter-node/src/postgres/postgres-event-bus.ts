@@ -4,6 +4,8 @@ import type { EventBus, EventSubscription } from '@org/core';
 import { storeFailure } from '../store-failure.js';
 import {
   openPostgresConnection,
+  PostgresTimeoutError,
+  within,
   type PostgresConnection,
   type PostgresConnectionOptions,
   type PostgresNotification,
@@ -28,6 +30,10 @@ export function postgresEventBusOn(connection: PostgresConnection, close: () => 
   const channels = new Map<string, Set<(message: string) => void>>();
   let listener: Promise<PostgresPoolClientLike> | undefined;
   let current: PostgresPoolClientLike | undefined;
+  /** Gives up the listening connection (and listens again on a new one). */
+  let drop: ((error?: Error) => void) | undefined;
+  /** Stops the heartbeat of the listening connection. */
+  let stop: (() => void) | undefined;
   let closed = false;
   let retryMs = 100;
 
@@ -47,9 +53,30 @@ export function postgresEventBusOn(connection: PostgresConnection, close: () => 
     (listener ??= (async () => {
       const pool = await connection.pool();
       const client = await pool.connect();
+      if (closed) {
+        client.release(true);
+        throw new Error('CLOSED');
+      }
+      // A connection that went silent while idle (a route dropped, a NAT that forgot it) reports
+      // nothing and hears nothing: a small query every `timeoutMs` finds it out (and keeps such
+      // routes alive), and a silent one is given up like a broken one.
+      let beating = false;
+      const heartbeat = setInterval(() => {
+        if (beating) return;
+        beating = true;
+        within(client.query('SELECT 1'), connection.timeoutMs)
+          .catch((error: unknown) => lost(error instanceof Error ? error : undefined))
+          .finally(() => {
+            beating = false;
+          });
+      }, connection.timeoutMs);
+      heartbeat.unref?.();
       const lost = (error?: Error) => {
         if (current !== client) return;
+        clearInterval(heartbeat);
         current = undefined;
+        drop = undefined;
+        stop = undefined;
         listener = undefined;
         // Destroyed, not given back: the pool must not hand out a connection that LISTENs.
         client.release(error ?? true);
@@ -60,11 +87,24 @@ export function postgresEventBusOn(connection: PostgresConnection, close: () => 
       client.on('error', lost);
       client.on('end', () => lost());
       current = client;
+      drop = lost;
+      stop = () => clearInterval(heartbeat);
       return client;
     })().catch((error: unknown) => {
       listener = undefined;
       throw error;
     }));
+
+  // A LISTEN the server does not answer in time: the connection went silent and would stay deaf,
+  // so it is given up and every channel is listened to again on a new one.
+  const listenOn = async (client: PostgresPoolClientLike, name: string): Promise<void> => {
+    try {
+      await within(client.query(`LISTEN "${name}"`), connection.timeoutMs);
+    } catch (error) {
+      if (error instanceof PostgresTimeoutError && current === client) drop?.(error);
+      throw error;
+    }
+  };
 
   // After a lost connection: listen again on every channel that still has listeners. What was
   // sent in between is lost; readers catch up from the log.
@@ -72,7 +112,7 @@ export function postgresEventBusOn(connection: PostgresConnection, close: () => 
     if (closed || channels.size === 0) return;
     void (async () => {
       const client = await connect();
-      for (const name of channels.keys()) await client.query(`LISTEN "${name}"`);
+      for (const name of channels.keys()) await listenOn(client, name);
       retryMs = 100;
     })().catch(() => {
       setTimeout(resume, retryMs);
@@ -105,7 +145,7 @@ export function postgresEventBusOn(connection: PostgresConnection, close: () => 
         if (closed) throw new Error('CLOSED');
         const client = await connect();
         // LISTEN takes effect before its reply: from here on, notifications reach this connection.
-        await client.query(`LISTEN "${name}"`);
+        await listenOn(client, name);
       } catch (error) {
         active = false;
         if (unregister()) void current?.query(`UNLISTEN "${name}"`).catch(() => undefined);
@@ -116,7 +156,8 @@ export function postgresEventBusOn(connection: PostgresConnection, close: () => 
           if (!active) return;
           active = false;
           // Queued on the same connection as any later LISTEN of this channel, so the order holds.
-          if (unregister()) await current?.query(`UNLISTEN "${name}"`).catch(() => undefined);
+          const client = current;
+          if (unregister() && client) await within(client.query(`UNLISTEN "${name}"`), connection.timeoutMs).catch(() => undefined);
         },
       };
       return subscription;
@@ -135,7 +176,10 @@ export function postgresEventBusOn(connection: PostgresConnection, close: () => 
       closed = true;
       channels.clear();
       const client = current;
+      stop?.();
       current = undefined;
+      drop = undefined;
+      stop = undefined;
       listener = undefined;
       client?.release(true);
       await close();
@@ -146,7 +190,8 @@ export function postgresEventBusOn(connection: PostgresConnection, close: () => 
 /**
  * An `EventBus` on PostgreSQL LISTEN/NOTIFY, for the wake-up messages of sessions between the
  * instances of a deployment. Publishing is `pg_notify` through the pool; subscriptions share one
- * dedicated connection taken from the pool (and replaced, listening again, when it breaks).
+ * dedicated connection taken from the pool (checked every `queryTimeoutMs`, and replaced, listening
+ * again, when it breaks or goes silent).
  * `subscribe` resolves once the server has accepted the LISTEN. Channel names are a hash of
  * prefix and channel, so any channel text is safe; messages are at most 7999 bytes.
  *

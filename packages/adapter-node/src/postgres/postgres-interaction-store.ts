@@ -56,7 +56,8 @@ export function postgresInteractionStoreOn(
       const { rows } = await attempt(`read interaction ${id}`, () => connection.query(sql.get, [id]));
       const row = rows[0];
       if (!row) return undefined;
-      return { meta: decodeText(row.meta as string), state: decodeText(row.state as string), version: row.version as string };
+      const damaged = `Interaction ${id} has a damaged record`;
+      return { meta: decodeText(row.meta as string, damaged), state: decodeText(row.state as string, damaged), version: row.version as string };
     },
     async set(id, write, expected) {
       checkRecordId('Interaction', id);

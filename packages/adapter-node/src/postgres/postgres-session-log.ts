@@ -77,8 +77,9 @@ export function postgresSessionLogOn(
       const eventCount = Number(row.event_count);
       checkStoredSession(id, { status: row.status, eventCount });
       const info: SessionInfo = { status: row.status as SessionStatus, eventCount };
-      if (row.interaction_id !== null) info.interactionId = decodeText(row.interaction_id as string);
-      if (row.owner !== null) info.owner = decodeText(row.owner as string);
+      const damaged = `Session ${id} has a damaged record`;
+      if (row.interaction_id !== null) info.interactionId = decodeText(row.interaction_id as string, damaged);
+      if (row.owner !== null) info.owner = decodeText(row.owner as string, damaged);
       return info;
     },
     async append(id, list) {
@@ -98,8 +99,9 @@ export function postgresSessionLogOn(
       // event onto the wrong index, and a reader would see one of them twice.
       return rows.map((row, position) => {
         const expected = from + 1 + position;
-        if (Number(row.event_index) !== expected) throw new AgentError('STORE_ERROR', `Session ${id} has a damaged event log at event ${expected}`);
-        return decodeText(row.event as string);
+        const damaged = `Session ${id} has a damaged event log at event ${expected}`;
+        if (Number(row.event_index) !== expected) throw new AgentError('STORE_ERROR', damaged);
+        return decodeText(row.event as string, damaged);
       });
     },
     async update(id, change, from) {

@@ -4,12 +4,14 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeEventBusConformance, describeInteractionStoreConformance, describeSessionLogConformance } from '@org/core/testing';
 import * as cases from '../test-support/shared-store-cases.js';
+import { startStallingProxy } from '../test-support/stalling-proxy.js';
 import { startPostgresServer, type TestPostgresServer } from '../test-support/start-postgres-server.js';
 import {
   createPostgresBackends,
   createPostgresEventBus,
   createPostgresInteractionStore,
   createPostgresSessionLog,
+  migratePostgres,
   postgresSchema,
 } from '../postgres.js';
 
@@ -191,4 +193,111 @@ describe('postgres stores', () => {
       silent.close();
     }
   });
+  it('fails a query with STORE_ERROR when the database stops answering mid-operation, then works again on a new connection', async () => {
+    const target = new URL(url());
+    const proxy = await startStallingProxy({ host: target.hostname, port: Number(target.port) });
+    const through = new URL(url());
+    through.port = String(proxy.port);
+    const prefix = freshPrefix();
+    const direct = createPostgresInteractionStore({ pool: pool(), prefix });
+    const version = await direct.set('i-1', { meta: '{}', state: '1' }, null);
+    const store = createPostgresInteractionStore({ url: through.href, prefix, queryTimeoutMs: 300 });
+    try {
+      // One connection through the proxy, idle in the pool when the database goes silent.
+      expect(await store.get('i-1')).toEqual({ meta: '{}', state: '1', version });
+      proxy.stall();
+      await expect(store.set('i-1', { meta: '{"n":2}' }, version as string)).rejects.toMatchObject({
+        code: 'STORE_ERROR',
+        message: 'Could not save interaction i-1 (postgres: TIMEOUT)',
+      });
+      // The silent connection was dropped from the pool: the next call opens a new one.
+      expect(await store.get('i-1')).toEqual({ meta: '{}', state: '1', version });
+    } finally {
+      await store.close();
+      await proxy.stop();
+    }
+  });
+  it('fails a subscription with STORE_ERROR when the listening connection stops answering, then listens again on a new one', async () => {
+    const target = new URL(url());
+    const proxy = await startStallingProxy({ host: target.hostname, port: Number(target.port) });
+    const through = new URL(url());
+    through.port = String(proxy.port);
+    const prefix = freshPrefix();
+    await migratePostgres({ pool: pool(), prefix });
+    const listener = createPostgresEventBus({ url: through.href, prefix, queryTimeoutMs: 300 });
+    const publisher = createPostgresEventBus({ pool: pool(), prefix });
+    try {
+      const heard: string[] = [];
+      await listener.subscribe('session:a', (message) => heard.push(message));
+      proxy.stall();
+      await expect(listener.subscribe('session:b', () => undefined)).rejects.toMatchObject({
+        code: 'STORE_ERROR',
+        message: 'Could not subscribe to session:b (postgres: TIMEOUT)',
+      });
+      // The silent connection is replaced and session:a listened to again; what was sent in
+      // between may be lost (readers catch up from the log), so publish until it is heard.
+      await expect
+        .poll(
+          async () => {
+            await publisher.publish('session:a', '{"n":1}');
+            return heard.length > 0;
+          },
+          { timeout: 10_000, interval: 100 },
+        )
+        .toBe(true);
+      expect(heard[0]).toBe('{"n":1}');
+    } finally {
+      await listener.close();
+      await publisher.close();
+      await proxy.stop();
+    }
+  }, 20_000);
+  it('reports a stored text that is not what the store writes as a damaged record, never a bare parse error or a number', async () => {
+    const prefix = freshPrefix();
+    const store = createPostgresInteractionStore({ pool: pool(), prefix });
+    const log = createPostgresSessionLog({ pool: pool(), prefix });
+    await store.set('i-1', { meta: '{}', state: '1' }, null);
+    await log.create('s-1', { interactionId: 'i-1' });
+    await log.append('s-1', ['{"a":0}', '{"a":1}']);
+    // The escape marker followed by something that is not a JSON string: a hand edit, or a row
+    // another program wrote.
+    await pool().query(`UPDATE "${prefix}interactions" SET state = E'\\u0001{"cut' WHERE id = 'i-1'`);
+    await expect(store.get('i-1')).rejects.toMatchObject({ code: 'STORE_ERROR', message: 'Interaction i-1 has a damaged record' });
+    await pool().query(`UPDATE "${prefix}interactions" SET state = E'\\u000142' WHERE id = 'i-1'`);
+    await expect(store.get('i-1')).rejects.toMatchObject({ code: 'STORE_ERROR', message: 'Interaction i-1 has a damaged record' });
+    await pool().query(`UPDATE "${prefix}sessions" SET owner = E'\\u0001null' WHERE id = 's-1'`);
+    await expect(log.get('s-1')).rejects.toMatchObject({ code: 'STORE_ERROR', message: 'Session s-1 has a damaged record' });
+    await pool().query(`UPDATE "${prefix}session_events" SET event = E'\\u0001[' WHERE session_id = 's-1' AND event_index = 1`);
+    expect(await log.read('s-1', -1, 1)).toEqual(['{"a":0}']);
+    await expect(log.read('s-1', -1, 10)).rejects.toMatchObject({ code: 'STORE_ERROR', message: 'Session s-1 has a damaged event log at event 1' });
+  });
+  it('notices a listening connection that went silent while idle, and listens again on a new one', async () => {
+    const target = new URL(url());
+    const proxy = await startStallingProxy({ host: target.hostname, port: Number(target.port) });
+    const through = new URL(url());
+    through.port = String(proxy.port);
+    const prefix = freshPrefix();
+    await migratePostgres({ pool: pool(), prefix });
+    const listener = createPostgresEventBus({ url: through.href, prefix, queryTimeoutMs: 300 });
+    const publisher = createPostgresEventBus({ pool: pool(), prefix });
+    try {
+      const heard: string[] = [];
+      await listener.subscribe('session:a', (message) => heard.push(message));
+      // A route dropped (a NAT that forgot the connection): nothing errors, nothing arrives.
+      proxy.stall();
+      await expect
+        .poll(
+          async () => {
+            await publisher.publish('session:a', '{"n":1}');
+            return heard.length > 0;
+          },
+          { timeout: 10_000, interval: 100 },
+        )
+        .toBe(true);
+    } finally {
+      await listener.close();
+      await publisher.close();
+      await proxy.stop();
+    }
+  }, 20_000);
 });

@@ -37,6 +37,41 @@ export interface RedisConnectionOptions {
   client?: RedisClientLike;
   /** Prefix of every key and pub/sub channel, so deployments can share a server. Default `agent:`. */
   prefix?: string;
+  /**
+   * How long one command (or the subscription of the bus) may wait for Redis before the call
+   * fails with `STORE_ERROR` (`redis: TIMEOUT`): a server that stops answering (a frozen process,
+   * a dropped route, a half-open connection) never holds a run forever. A connection opened from
+   * `url` that timed out is dropped, so the next call opens a new one. Default 10 000 ms.
+   */
+  commandTimeoutMs?: number;
+}
+
+/** Default of {@link RedisConnectionOptions.commandTimeoutMs}. */
+const DEFAULT_COMMAND_TIMEOUT_MS = 10_000;
+
+/** The error a command that Redis did not answer in time fails with (its reason word is `TIMEOUT`). */
+class RedisTimeoutError extends Error {
+  readonly code = 'TIMEOUT';
+  constructor(timeoutMs: number) {
+    super(`TIMEOUT: no answer from Redis within ${timeoutMs} ms`);
+    this.name = 'RedisTimeoutError';
+  }
+}
+
+/** `task`, or a {@link RedisTimeoutError} after `timeoutMs` (then `onTimeout` runs). */
+async function within<T>(task: Promise<T>, timeoutMs: number, onTimeout: () => void = () => undefined): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      onTimeout();
+      reject(new RedisTimeoutError(timeoutMs));
+    }, timeoutMs);
+  });
+  try {
+    return await Promise.race([task, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** A Lua script with its SHA1, run with EVALSHA and loaded with EVAL when the server lacks it. */
@@ -53,6 +88,8 @@ export function defineRedisScript(source: string): RedisScript {
 /** One shared way to Redis for the store, the log and the bus. */
 export interface RedisConnection {
   readonly prefix: string;
+  /** How long one command may wait for Redis, in ms. */
+  readonly timeoutMs: number;
   /** Runs one command. */
   command(args: readonly string[]): Promise<unknown>;
   /** Runs a Lua script atomically on `keys` with `args`. */
@@ -61,6 +98,8 @@ export interface RedisConnection {
   subscriber(): Promise<RedisSubscriberLike>;
   /** Closes the connection this object opened itself; a client passed in stays open. */
   close(): Promise<void>;
+  /** `task`, failing after the command timeout instead of waiting on for a silent server. */
+  within<T>(task: Promise<T>): Promise<T>;
 }
 
 const DEFAULT_PREFIX = 'agent:';
@@ -72,6 +111,8 @@ export function openRedisConnection(options: RedisConnectionOptions, factory: st
   }
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   if (typeof prefix !== 'string' || prefix.length > 100) throw new TypeError(`${factory}: \`prefix\` must be a string of at most 100 characters`);
+  const timeoutMs = options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
+  if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) throw new TypeError(`${factory}: \`commandTimeoutMs\` must be a positive whole number of milliseconds`);
   const url = options.url;
   let opened: Promise<RedisClientLike> | undefined;
   let closed = false;
@@ -84,10 +125,25 @@ export function openRedisConnection(options: RedisConnectionOptions, factory: st
     });
     return opened;
   };
-  const command = async (args: readonly string[]) => (await ready()).sendCommand(args);
+  const command = (args: readonly string[]): Promise<unknown> => {
+    const pending = ready();
+    return within(
+      pending.then((client) => client.sendCommand(args)),
+      timeoutMs,
+      () => {
+        // A connection of ours that went silent may never answer again (node-redis would queue
+        // every later command behind the lost one): drop it, the next command opens a new one.
+        if (options.client || opened !== pending) return;
+        opened = undefined;
+        pending.then(destroyRedisClient, () => undefined);
+      },
+    );
+  };
   return {
     prefix,
+    timeoutMs,
     command,
+    within: (task) => within(task, timeoutMs),
     async script(script, keys, args) {
       const tail = [String(keys.length), ...keys].concat(args);
       try {
@@ -99,18 +155,19 @@ export function openRedisConnection(options: RedisConnectionOptions, factory: st
       }
     },
     async subscriber() {
-      const subscriber = (await ready()).duplicate();
+      const subscriber = (await within(ready(), timeoutMs)).duplicate();
       // node-redis reports connection trouble as 'error' events (and reconnects by itself); an
       // unheard 'error' event would end the process.
       subscriber.on('error', () => undefined);
-      await subscriber.connect();
+      // A copy of a connected client retries its first connection for ever: bound it, and stop it.
+      await within(subscriber.connect(), timeoutMs, () => destroyRedisClient(subscriber));
       return subscriber;
     },
     async close() {
       closed = true;
       const client = opened;
       opened = undefined;
-      if (client) await closeRedisClient((await client.catch(() => undefined)) as RedisSubscriberLike | undefined);
+      if (client) await closeRedisClient((await client.catch(() => undefined)) as RedisSubscriberLike | undefined, timeoutMs);
     },
   };
 }
@@ -138,13 +195,23 @@ async function connect(url: string): Promise<RedisClientLike> {
   return client as unknown as RedisClientLike;
 }
 
-/** Closes a connection opened by these objects, whichever node-redis version made it. */
-export async function closeRedisClient(client: RedisSubscriberLike | undefined): Promise<void> {
-  if (!client) return;
+/** Ends a connection opened by these objects at once, failing whatever still waits on it. */
+function destroyRedisClient(client: RedisClientLike | RedisSubscriberLike): void {
   try {
-    await (client.close ? client.close() : client.quit?.());
+    (client as unknown as { destroy?: () => void }).destroy?.();
   } catch {
     // Already closed.
+  }
+}
+
+/** Closes a connection opened by these objects, whichever node-redis version made it. */
+export async function closeRedisClient(client: RedisSubscriberLike | undefined, timeoutMs: number): Promise<void> {
+  if (!client) return;
+  try {
+    // A graceful close waits for the replies still due, which a silent server never sends.
+    await within(Promise.resolve(client.close ? client.close() : client.quit?.()), timeoutMs, () => destroyRedisClient(client));
+  } catch {
+    // Already closed, or closed by force.
   }
 }
 

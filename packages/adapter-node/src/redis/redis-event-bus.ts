@@ -28,20 +28,24 @@ export function redisEventBusOn(connection: RedisConnection, close: () => Promis
       const deliver = (message: string) => {
         if (active) queueMicrotask(() => active && listener(message));
       };
-      let connected: RedisSubscriberLike;
+      let connected: RedisSubscriberLike | undefined;
       try {
         if (closed) throw new Error('CLOSED');
         connected = await open();
-        // node-redis resolves SUBSCRIBE once the server has confirmed it.
-        await connected.subscribe(name, deliver);
+        // node-redis resolves SUBSCRIBE once the server has confirmed it; a silent server never does.
+        await connection.within(connected.subscribe(name, deliver));
       } catch (error) {
+        // A subscription that failed never calls its listener, even if Redis confirms it later.
+        active = false;
+        void connected?.unsubscribe(name, deliver).catch(() => undefined);
         throw storeFailure('redis', `subscribe to ${channel}`, error);
       }
+      const subscribed = connected;
       const subscription: EventSubscription = {
         async close() {
           if (!active) return;
           active = false;
-          await connected.unsubscribe(name, deliver).catch(() => undefined);
+          await connection.within(subscribed.unsubscribe(name, deliver)).catch(() => undefined);
         },
       };
       return subscription;
@@ -57,7 +61,7 @@ export function redisEventBusOn(connection: RedisConnection, close: () => Promis
       closed = true;
       const pending = subscriber;
       subscriber = undefined;
-      if (pending) await closeRedisClient(await pending.catch(() => undefined));
+      if (pending) await closeRedisClient(await pending.catch(() => undefined), connection.timeoutMs);
       await close();
     },
   };
@@ -67,7 +71,8 @@ export function redisEventBusOn(connection: RedisConnection, close: () => Promis
  * An `EventBus` on Redis pub/sub, for the wake-up messages of sessions between the instances of a
  * deployment. Publishing uses the main connection; subscriptions share one dedicated subscriber
  * connection (opened on the first `subscribe`, re-subscribed by node-redis after a reconnect).
- * `subscribe` resolves once Redis has confirmed the subscription. Channels carry the key prefix.
+ * `subscribe` resolves once Redis has confirmed the subscription; `subscribe` and `publish` fail
+ * with `STORE_ERROR` after `commandTimeoutMs` without an answer. Channels carry the key prefix.
  *
  * @example
  * ```ts

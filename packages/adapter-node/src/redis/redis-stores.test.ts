@@ -3,6 +3,7 @@ import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeEventBusConformance, describeInteractionStoreConformance, describeSessionLogConformance } from '@org/core/testing';
 import * as cases from '../test-support/shared-store-cases.js';
+import { startStallingProxy } from '../test-support/stalling-proxy.js';
 import { startRedisServer, type TestRedisServer } from '../test-support/start-redis-server.js';
 import { createRedisBackends, createRedisEventBus, createRedisInteractionStore, createRedisSessionLog } from '../redis.js';
 
@@ -123,4 +124,48 @@ describe('redis stores', () => {
     const unreachable = 'redis://:wrong-secret@127.0.0.1:1';
     await cases.expectRefusalsWithoutSecrets((target) => createRedisInteractionStore({ url: target }), [wrongPassword, unreachable], 'interaction i-1 (redis: ');
   }, 30_000);
+  it('fails a command with STORE_ERROR when Redis stops answering mid-operation, then works again on a new connection', async () => {
+    const target = new URL(url());
+    const proxy = await startStallingProxy({ host: target.hostname, port: Number(target.port) });
+    const through = new URL(url());
+    through.port = String(proxy.port);
+    const prefix = freshPrefix();
+    const store = createRedisInteractionStore({ url: through.href, prefix, commandTimeoutMs: 300 });
+    const log = createRedisSessionLog({ url: through.href, prefix, commandTimeoutMs: 300 });
+    try {
+      const version = await store.set('i-1', { meta: '{}', state: '1' }, null);
+      await log.create('s-1', { interactionId: 'i-1' });
+      proxy.stall();
+      await expect(store.set('i-1', { meta: '{"n":2}' }, version as string)).rejects.toMatchObject({
+        code: 'STORE_ERROR',
+        message: 'Could not save interaction i-1 (redis: TIMEOUT)',
+      });
+      await expect(log.append('s-1', ['{"a":1}'])).rejects.toMatchObject({ code: 'STORE_ERROR', message: 'Could not append to session s-1 (redis: TIMEOUT)' });
+      // The silent connection is dropped: the next call opens a new one.
+      expect(await store.get('i-1')).toEqual({ meta: '{}', state: '1', version });
+      expect(await log.get('s-1')).toMatchObject({ status: 'running', eventCount: 0 });
+    } finally {
+      await closeAll([store, log]);
+      await proxy.stop();
+    }
+  });
+  it('fails a subscription with STORE_ERROR when the subscriber connection stops answering, and still closes', async () => {
+    const target = new URL(url());
+    const proxy = await startStallingProxy({ host: target.hostname, port: Number(target.port) });
+    const through = new URL(url());
+    through.port = String(proxy.port);
+    const bus = createRedisEventBus({ url: through.href, prefix: freshPrefix(), commandTimeoutMs: 300 });
+    try {
+      await bus.subscribe('session:a', () => undefined);
+      proxy.stall();
+      await expect(bus.subscribe('session:b', () => undefined)).rejects.toMatchObject({
+        code: 'STORE_ERROR',
+        message: 'Could not subscribe to session:b (redis: TIMEOUT)',
+      });
+      await expect(bus.publish('session:a', '{}')).rejects.toMatchObject({ code: 'STORE_ERROR', message: 'Could not publish to session:a (redis: TIMEOUT)' });
+      await bus.close();
+    } finally {
+      await proxy.stop();
+    }
+  });
 });
