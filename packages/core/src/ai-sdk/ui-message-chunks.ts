@@ -1,4 +1,6 @@
 import { mimeTypeFromFileName } from '../agent-fs/mime-types.js';
+import type { ErrorCode } from '../errors/index.js';
+import { redactSecrets, redactServerMessage } from '../http/redact.js';
 import type { JsonObject, LLMContent, Part } from '../protocol/content.js';
 import type { AgentEvent, AgentResult } from '../protocol/events.js';
 import { textToBase64 } from '../protocol/base64.js';
@@ -24,6 +26,10 @@ export interface UiChunkMapperOptions {
 
 type LooseEvent = { type: string } & Record<string, unknown>;
 type Outcome = 'suspended' | 'completed' | 'incomplete';
+type RunError = { code: ErrorCode; message: string; resumable: boolean };
+
+/** What a tool part whose call the run left unfinished says, so no page shows it running forever. */
+const UNFINISHED_CALL = 'The run stopped before this call finished';
 
 const SEND_REQUEST_PREFIX = '{"sendRequest":';
 const SUSPEND_TYPES = new Set(['waitForInput', 'waitForChoice', 'readGraph', 'inspectNode', 'applyEdits', 'queryConsent']);
@@ -44,12 +50,14 @@ export class UiChunkMapper {
   readonly #open = new Set<string>();
   #ids = 0;
   #suspended: { callId?: string; consent: boolean } | undefined;
-  #heldError: string | undefined;
+  #heldError: RunError | undefined;
   #outcome: Outcome | undefined;
 
   constructor(options: UiChunkMapperOptions = {}) {
     this.#answers = options.answers ?? {};
     this.#awaiting = options.awaitingResult;
+    // The answered consent's call runs now: until its result is read, it is as open as any other.
+    if (this.#awaiting) this.#open.add(this.#awaiting.callId);
   }
 
   /** The chunks of one event as the session log keeps it (its wire JSON). */
@@ -114,14 +122,22 @@ export class UiChunkMapper {
         this.#finishStep(out);
         break;
       case 'error': {
-        const code = typeof current.code === 'string' ? current.code : 'INTERNAL';
-        const message = String(current.message ?? 'The run failed');
-        out.push({ type: 'data-error', data: { code: code as never, message, resumable: typeof current.interactionId === 'string' } });
+        const code = (typeof current.code === 'string' ? current.code : 'INTERNAL') as ErrorCode;
+        const raw = String(current.message ?? 'The run failed');
+        // As the model is told of failures: an INTERNAL message is a throw nobody worded for a
+        // caller (it may name server files or a connection URL); any other may still quote a credential.
+        const message = code === 'INTERNAL' ? redactServerMessage(raw) : redactSecrets(raw);
+        // The run goes no further in this segment: a call it left open gets no result.
+        this.#closeOpenCalls(out);
         this.#finishStep(out);
-        this.#heldError = message;
+        // Held until the segment's end: only then is it known whether the run can go on.
+        this.#heldError = { code, message, resumable: typeof current.interactionId === 'string' };
         break;
       }
       case 'complete':
+        // A failure followed by an unsuccessful outcome ended the run for good (its session failed):
+        // sending the conversation again cannot continue it, whatever id the error carried.
+        if (this.#heldError && (current.result as AgentResult | undefined)?.success !== true) this.#heldError.resumable = false;
         this.#complete(out, current.result as AgentResult);
         break;
       default:
@@ -130,13 +146,18 @@ export class UiChunkMapper {
     return out;
   }
 
-  /** The chunks that end the stream: the open step closed, then `finish` (or `error` when the run failed or paused). */
-  end(): AgentUIMessageChunk[] {
+  /**
+   * The chunks that end the stream: the open step closed, then `finish` (or `error` when the run
+   * failed or paused). `stopped`: the run is not running (its client stopped it mid-answer, a newer
+   * message cancelled it), so a call it announced and never finished ends as an error, not running forever.
+   */
+  end(options: { stopped?: boolean } = {}): AgentUIMessageChunk[] {
     const out: AgentUIMessageChunk[] = [];
     this.#closeReasoning(out);
+    if (options.stopped) this.#closeOpenCalls(out);
     this.#finishStep(out);
     if (this.#heldError !== undefined) {
-      out.push({ type: 'error', errorText: this.#heldError });
+      out.push(errorPart(this.#heldError), { type: 'error', errorText: this.#heldError.message });
       return out;
     }
     if (this.#suspended) out.push({ type: 'finish', finishReason: 'tool-calls' });
@@ -157,7 +178,10 @@ export class UiChunkMapper {
       const contents = body().contents;
       const last = Array.isArray(contents) ? (contents[contents.length - 1] as LLMContent | undefined) : undefined;
       const response = last?.parts?.[position]?.functionResponse?.response;
-      if (response) out.push(outputChunk(callId, response));
+      if (response) {
+        this.#open.delete(callId);
+        out.push(outputChunk(callId, response));
+      }
     }
     out.push({ type: 'start-step' });
     this.#stepOpen = true;
@@ -167,7 +191,11 @@ export class UiChunkMapper {
 
   /** A run that suspended went on: its answer goes back on the waiting tool part first. */
   #continueAfterSuspend(out: AgentUIMessageChunk[], type: string): void {
-    if (type !== 'finish' && type !== 'complete') this.#heldError = undefined;
+    if (this.#heldError && type !== 'finish' && type !== 'complete') {
+      // The run went on after it (a resumed pause, replayed): the failure stays where it happened.
+      out.push(errorPart(this.#heldError));
+      this.#heldError = undefined;
+    }
     const suspended = this.#suspended;
     if (!suspended) return;
     this.#suspended = undefined;
@@ -176,7 +204,10 @@ export class UiChunkMapper {
     if (callId === undefined || answer === undefined) return;
     if ('output' in answer) out.push({ type: 'tool-output-available', toolCallId: callId, output: answer.output });
     else if ('errorText' in answer) out.push({ type: 'tool-output-error', toolCallId: callId, errorText: answer.errorText });
-    else if (suspended.consent) this.#awaiting = { callId, position: Math.max(0, this.#stepCalls.indexOf(callId)) };
+    else if (suspended.consent) {
+      this.#awaiting = { callId, position: Math.max(0, this.#stepCalls.indexOf(callId)) };
+      this.#open.add(callId);
+    }
   }
 
   #suspend(out: AgentUIMessageChunk[], event: LooseEvent): void {
@@ -220,6 +251,11 @@ export class UiChunkMapper {
     out.push({ type: 'finish-step' });
   }
 
+  #closeOpenCalls(out: AgentUIMessageChunk[]): void {
+    for (const callId of this.#open) out.push({ type: 'tool-output-error', toolCallId: callId, errorText: UNFINISHED_CALL });
+    this.#open.clear();
+  }
+
   #closeReasoning(out: AgentUIMessageChunk[]): void {
     if (this.#reasoningId === undefined) return;
     out.push({ type: 'reasoning-end', id: this.#reasoningId });
@@ -253,6 +289,11 @@ export async function* toUiMessageChunks(
   yield options.messageId === undefined ? { type: 'start' } : { type: 'start', messageId: options.messageId };
   for await (const event of events) yield* mapper.push(event);
   yield* mapper.end();
+}
+
+/** The data part of a run's failure. */
+function errorPart(error: RunError): AgentUIMessageChunk {
+  return { type: 'data-error', data: { code: error.code, message: error.message, resumable: error.resumable } };
 }
 
 /** A function's response as the tool part's output; `{error}` alone is a failed call. */

@@ -3,12 +3,18 @@ import {
   DefaultChatTransport,
   lastAssistantMessageIsCompleteWithApprovalResponses,
   lastAssistantMessageIsCompleteWithToolCalls,
+  parseJsonEventStream,
+  readUIMessageStream,
+  uiMessageChunkSchema,
   type ChatInit,
   type ChatState,
   type ChatStatus,
+  type UIMessageChunk,
 } from 'ai';
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { AgentError } from '../errors/index.js';
+import { defineFunction } from '../functions/index.js';
 import { createGeminiBackendClient } from '../http/index.js';
 import type { AgentPorts, BackendClient, InteractionStore, SessionLog } from '../ports/index.js';
 import { createMemorySessionLog, createMemoryEventBus } from '../sessions/memory-session-log.js';
@@ -463,5 +469,221 @@ describe('createUiMessageStreamHandler with the AI SDK chat and DefaultChatTrans
     expect(data.at(-1)).toBe('[DONE]');
     const types = data.slice(0, -1).map((item) => (JSON.parse(item) as { type: string }).type);
     expect(types).toEqual(expect.arrayContaining(['start-step', 'reasoning-start', 'reasoning-delta', 'reasoning-end', 'tool-input-available', 'tool-output-available', 'data-usage', 'finish-step', 'data-suspend', 'finish']));
+  });
+});
+
+/** Functions a test model calls: one that answers, one that ends the run. */
+function testFunctions(fatalMessage: string, fatalCode?: string) {
+  const group = {
+    name: 'test',
+    functions: [
+      defineFunction({ name: 'look_up', description: 'Looks something up', parameters: z.object({}), handler: async () => ({ found: true }) }),
+      defineFunction({
+        name: 'charge_card',
+        description: 'Fails for good',
+        parameters: z.object({}),
+        handler: async () => (fatalCode === undefined ? { $error: fatalMessage } : { $error: fatalMessage, code: fatalCode }),
+      }),
+    ],
+  };
+  return { group };
+}
+
+function toolStates(message: AgentUIMessage): Record<string, string> {
+  const states: Record<string, string> = {};
+  for (const part of message.parts) if (part.type.startsWith('tool-') && 'state' in part && typeof part.state === 'string') states[part.type] = part.state;
+  return states;
+}
+
+describe('createUiMessageStreamHandler when a run fails or is stopped', () => {
+  it('ends every tool part of a run a function ended as an error, says the run cannot go on, and refuses to continue it', async () => {
+    const { group } = testFunctions('The card was declined');
+    const backend = createScriptedBackendClient(() => [thoughtChunk('Paying'), functionCallChunk('look_up', {}), functionCallChunk('charge_card', {})]);
+    const { transport, handler } = setup({ backend, runOptions: () => ({ functionGroups: [group] }) });
+    const chat = new TestChat({ id: 'chat-fatal', transport: transport('token-a'), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
+    await chat.sendMessage({ text: 'Pay the bill' });
+    await expect(settled(chat)).rejects.toThrow('The card was declined');
+
+    const message = lastAssistant(chat);
+    // Not "running" forever: both calls of the failed turn say they did not finish.
+    expect(toolStates(message)).toEqual({ 'tool-look_up': 'output-error', 'tool-charge_card': 'output-error' });
+    expect(toolPart(message, 'charge_card')).toMatchObject({ errorText: 'The run stopped before this call finished' });
+    expect(message.parts).toContainEqual({ type: 'data-error', data: { code: 'INTERNAL', message: 'The card was declined', resumable: false } });
+
+    // As it says: sending the conversation again does not continue the run.
+    const again = await handler(
+      new Request(API, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: 'Bearer token-a' },
+        body: JSON.stringify({ id: 'chat-fatal', trigger: 'submit-message', messages: chat.messages }),
+      }),
+    );
+    expect(again.status).toBe(409);
+
+    // The restored conversation shows the same.
+    const restored = await handler(new Request(`${API}/chat-fatal`, { headers: { authorization: 'Bearer token-a' } }));
+    const { messages } = (await restored.json()) as { messages: AgentUIMessage[] };
+    expect(toolStates(messages.at(-1) as AgentUIMessage)).toEqual({ 'tool-look_up': 'output-error', 'tool-charge_card': 'output-error' });
+    expect((messages.at(-1) as AgentUIMessage).parts).toContainEqual(expect.objectContaining({ type: 'data-error', data: expect.objectContaining({ resumable: false }) }));
+  });
+
+  it('ends an approved call as an error when the run fails while it runs, rather than leaving it approved', async () => {
+    const backend = createScriptedBackendClient((request) => {
+      if ((request.body.tools ?? []).some((tool) => 'urlContext' in tool)) {
+        throw new AgentError('RATE_LIMITED', '{"code":"RESOURCE_EXHAUSTED","error_reason":"FREE_QUOTA_EXHAUSTED"}');
+      }
+      return [functionCallChunk('generate_text', { prompt: 'Summarise https://example.com', url_context: true, output_format: 'text' })];
+    });
+    const { transport } = setup({ backend });
+    const predicate = (options: { messages: AgentUIMessage[] }) =>
+      lastAssistantMessageIsCompleteWithToolCalls(options) || lastAssistantMessageIsCompleteWithApprovalResponses(options);
+    const chat = new TestChat({ id: 'chat-consent-fails', transport: transport(), sendAutomaticallyWhen: predicate });
+    await chat.sendMessage({ text: 'Summarise https://example.com' });
+    await settled(chat);
+    const generate = toolPart(lastAssistant(chat), 'generate_text');
+    expect(generate).toMatchObject({ state: 'approval-requested' });
+
+    await chat.addToolApprovalResponse({ id: (generate as { approval: { id: string } }).approval.id, approved: true });
+    await expect(settled(chat)).rejects.toThrow(/RESOURCE_EXHAUSTED/);
+    expect(toolPart(lastAssistant(chat), 'generate_text')).toMatchObject({ state: 'output-error', errorText: 'The run stopped before this call finished' });
+    expect(lastAssistant(chat).parts).toContainEqual({ type: 'data-error', data: expect.objectContaining({ code: 'RATE_LIMITED', resumable: false }) });
+  });
+
+  it('ends the message as a failure when the session log fails mid-answer: the thought and the running call are ended', async () => {
+    let release: () => void = () => undefined;
+    const waiting = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const slow = {
+      name: 'test',
+      functions: [defineFunction({ name: 'look_up', description: 'Looks something up', parameters: z.object({}), handler: async () => (await waiting, { found: true }) })],
+    };
+    const backend = createScriptedBackendClient([
+      [thoughtChunk('Looking'), functionCallChunk('look_up', {})],
+      [functionCallChunk('system_objective_fulfilled', { objective_outcome: 'Found.' })],
+    ]);
+    const store = createMemoryInteractionStore();
+    const memory = createMemorySessionLog();
+    const bus = createMemoryEventBus();
+    // The run goes on one instance; another follows it, reading the shared log, which then fails.
+    const running = setup({ backend, store, sessions: { log: memory, bus }, runOptions: () => ({ functionGroups: [slow] }) });
+    const failing = { read: false };
+    const log: SessionLog = { ...memory, read: (id, after, limit) => (failing.read ? Promise.reject(new Error('ECONNRESET redis://admin:hunter2@10.0.0.5')) : memory.read(id, after, limit)) };
+    const following = setup({ backend, store, sessions: { log, bus }, runOptions: () => ({ functionGroups: [slow] }) });
+    const started = await running.handler(
+      new Request(API, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ id: 'chat-log-breaks', trigger: 'submit-message', messages: [{ id: 'u1', role: 'user', parts: [{ type: 'text', text: 'Look it up' }] }] }),
+      }),
+    );
+    const answered = started.text();
+    const followed = await following.handler(new Request(`${API}/chat-log-breaks/stream`));
+    expect(followed.status).toBe(200);
+    const [forChat, forTest] = (followed.body as ReadableStream<Uint8Array>).tee();
+    const chunks = parseJsonEventStream({ stream: forChat, schema: uiMessageChunkSchema() }).pipeThrough(
+      new TransformStream<{ success: boolean; value?: unknown }, UIMessageChunk>({
+        transform: (chunk, controller) => {
+          if (chunk.success) controller.enqueue(chunk.value as UIMessageChunk);
+        },
+      }),
+    );
+    const errors: string[] = [];
+    const messages = readUIMessageStream<AgentUIMessage>({ stream: chunks as never, onError: (error) => errors.push(String(error)) });
+    const reader = forTest.getReader();
+    let seen = '';
+    while (!seen.includes('"tool-input-available"')) seen += new TextDecoder().decode((await reader.read()).value);
+    failing.read = true;
+    release();
+    while (!(await reader.read()).done);
+    await answered;
+
+    let message: AgentUIMessage | undefined;
+    for await (const update of messages) message = update;
+    expect(errors).toEqual([expect.stringContaining('[redacted]')]);
+    expect(message?.parts).toContainEqual(expect.objectContaining({ type: 'reasoning', text: 'Looking', state: 'done' }));
+    expect(toolStates(message as AgentUIMessage)).toEqual({ 'tool-look_up': 'output-error' });
+    expect(message?.parts).toContainEqual({ type: 'data-error', data: { code: 'INTERNAL', message: expect.stringContaining('[redacted]'), resumable: false } });
+    expect(JSON.stringify(message)).not.toContain('hunter2');
+  });
+
+  it('restores a run its client stopped mid-answer with the call it had announced ended, not running', async () => {
+    const scripted = createScriptedBackendClient([]);
+    // The model announces a call, then is still answering when the client stops the run.
+    const backend: BackendClient = {
+      ...scripted,
+      async *streamGenerateContent(_model, _body, signal) {
+        yield thoughtChunk('Looking');
+        yield functionCallChunk('look_up', {});
+        await new Promise((resolve) => signal?.addEventListener('abort', resolve, { once: true }));
+        throw new AgentError('ABORTED', 'Model request cancelled');
+      },
+    };
+    const log = createMemorySessionLog();
+    const { handler } = setup({ backend, sessions: { log, bus: createMemoryEventBus() }, runOptions: () => ({ functionGroups: [testFunctions('unused').group] }) });
+    const client = new AbortController();
+    const response = await handler(
+      new Request(API, {
+        method: 'POST',
+        signal: client.signal,
+        headers: { 'content-type': 'application/json', authorization: 'Bearer token-a' },
+        body: JSON.stringify({ id: 'chat-stop', trigger: 'submit-message', messages: [{ id: 'u1', role: 'user', parts: [{ type: 'text', text: 'Look it up' }] }] }),
+      }),
+    );
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+    let seen = '';
+    while (!seen.includes('"tool-input-available"')) seen += new TextDecoder().decode((await reader.read()).value);
+    const sessionId = (/"messageId":"([^"]+)"/.exec(seen) as RegExpExecArray)[1] as string;
+    client.abort();
+    await reader.cancel();
+    while ((await log.get(sessionId))?.status === 'running') await new Promise((resolve) => setTimeout(resolve, 5));
+    expect((await log.get(sessionId))?.status).toBe('paused');
+
+    const restored = await handler(new Request(`${API}/chat-stop`, { headers: { authorization: 'Bearer token-a' } }));
+    const assistant = ((await restored.json()) as { messages: AgentUIMessage[] }).messages.at(-1) as AgentUIMessage;
+    expect(assistant.id).toBe(sessionId);
+    expect(toolPart(assistant, 'look_up')).toMatchObject({ state: 'output-error', errorText: 'The run stopped before this call finished' });
+  });
+
+  it('says a paused run can go on, and sending the conversation again continues the same assistant message', async () => {
+    let requests = 0;
+    const backend = createScriptedBackendClient(() => {
+      requests += 1;
+      if (requests === 1) return [functionCallChunk('look_up', {})];
+      if (requests === 2) throw new AgentError('MODEL_UNAVAILABLE', 'The model is overloaded', { details: { attempts: 3 } });
+      return [functionCallChunk('system_objective_fulfilled', { objective_outcome: 'Paid.' })];
+    });
+    const { transport } = setup({ backend, runOptions: () => ({ functionGroups: [testFunctions('unused').group] }) });
+    const chat = new TestChat({ id: 'chat-pause', transport: transport('token-a'), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
+    await chat.sendMessage({ text: 'Pay the bill' });
+    await expect(settled(chat)).rejects.toThrow('The model is overloaded');
+    const paused = lastAssistant(chat);
+    expect(paused.parts).toContainEqual({ type: 'data-error', data: expect.objectContaining({ code: 'MODEL_UNAVAILABLE', resumable: true }) });
+
+    await chat.sendMessage();
+    await settled(chat);
+    expect(chat.messages).toHaveLength(2);
+    expect(lastAssistant(chat).id).toBe(paused.id);
+    expect(toolStates(lastAssistant(chat))).toMatchObject({ 'tool-look_up': 'output-available' });
+    expect(textOf(lastAssistant(chat))).toBe('Paid.');
+  });
+
+  it('keeps server paths and credentials out of the failure a run reports to the page', async () => {
+    const leak = "EACCES: open '/srv/secret/cards.db' (redis://admin:hunter2@10.0.0.5:6379)";
+    const backend = createScriptedBackendClient(() => [functionCallChunk('charge_card', {})]);
+    const { transport, exchanges } = setup({ backend, runOptions: () => ({ functionGroups: [testFunctions(leak).group] }) });
+    const chat = new TestChat({ id: 'chat-leak', transport: transport(), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
+    await chat.sendMessage({ text: 'Pay the bill' });
+    await expect(settled(chat)).rejects.toThrow(/EACCES/);
+    expect(exchanges[0]?.stream).not.toMatch(/\/srv\/secret|hunter2/);
+    expect(chat.error?.message).toContain('[redacted]');
+    expect(JSON.stringify(chat.messages)).not.toMatch(/\/srv\/secret|hunter2/);
+
+    // A coded failure keeps its words (a path of the run's own files included), but never a credential.
+    const coded = createScriptedBackendClient(() => [functionCallChunk('charge_card', {})]);
+    const second = setup({ backend: coded, runOptions: () => ({ functionGroups: [testFunctions('Quota of key=AIzaSyA1234567890abcdefghijk used up; see /mnt/plan.md', 'RATE_LIMITED').group] }) });
+    const other = new TestChat({ id: 'chat-coded', transport: second.transport(), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
+    await other.sendMessage({ text: 'Pay the bill' });
+    await expect(settled(other)).rejects.toThrow('Quota of key=[redacted] used up; see /mnt/plan.md');
   });
 });

@@ -303,7 +303,8 @@ async function conversation(chats: ChatRoutes, chat: StoredChat): Promise<AgentU
   const messages: AgentUIMessage[] = [];
   for (const run of chat.record.runs) {
     messages.push({ id: run.user.id, role: 'user', parts: run.user.parts as AgentUIMessage['parts'] });
-    if ((await chats.log.get(run.sessionId)) === undefined) continue;
+    const info = await chats.log.get(run.sessionId);
+    if (info === undefined) continue;
     const mapper = new UiChunkMapper({ answers: run.answers });
     const builder = new AssistantMessageBuilder();
     for (let cursor = -1; ; ) {
@@ -312,7 +313,7 @@ async function conversation(chats: ChatRoutes, chat: StoredChat): Promise<AgentU
       cursor += batch.length;
       if (batch.length < LOG_BATCH) break;
     }
-    for (const chunk of mapper.end()) builder.add(chunk);
+    for (const chunk of mapper.end({ stopped: info.status !== 'running' })) builder.add(chunk);
     messages.push(builder.message(run.sessionId));
   }
   return messages;
@@ -377,8 +378,9 @@ function streamSession(
       next = await Promise.race([pending, tick]);
     } catch (error) {
       // A log's own failure may name its files or its connection URL: only what a caller may see goes out.
+      // It ends the message as a run's failure does: what was streaming is ended, no call is left running.
       const failure = publicError(error);
-      stream.enqueue(encode([{ type: 'data-error', data: { code: failure.code, message: failure.message, resumable: false } }, { type: 'error', errorText: failure.message }]));
+      stream.enqueue(encode([...mapper.push({ type: 'error', message: failure.message, code: failure.code }), ...mapper.end()]));
       close(stream);
       return true;
     } finally {
