@@ -225,6 +225,23 @@ describe('createUiMessageStreamHandler with the AI SDK chat and DefaultChatTrans
     expect(stranger.status).toBe(403);
   });
 
+  it('restores the whole conversation from a log that answers each read with a few events', async () => {
+    const memory = createMemorySessionLog();
+    // A log may keep its replies small (a reply-size bound): two events a read at most.
+    const log: SessionLog = { ...memory, read: (id, after, limit) => memory.read(id, after, Math.min(limit, 2)) };
+    const { transport, handler } = setup({ sessions: { log, bus: createMemoryEventBus() } });
+    const chat = new TestChat({ id: 'chat-small-reads', transport: transport('token-a'), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
+    await chat.sendMessage({ text: OBJECTIVE });
+    await settled(chat);
+    await answerName(chat, 'Grace');
+
+    const restored = await handler(new Request(`${API}/chat-small-reads`, { headers: { authorization: 'Bearer token-a' } }));
+    const { messages } = (await restored.json()) as { messages: AgentUIMessage[] };
+    const assistant = messages[1] as AgentUIMessage;
+    expect(toolPart(assistant, 'chat_request_user_input')).toMatchObject({ state: 'output-available', output: { input: { parts: [{ text: 'Grace' }] } } });
+    expect(toolPart(assistant, 'chat_present_choices')).toMatchObject({ state: 'input-available' });
+  });
+
   it('refuses an answer from another user with FORBIDDEN and leaves the run to its owner', async () => {
     const { transport, exchanges } = setup();
     const owner = new TestChat({ id: 'chat-owned', transport: transport('token-a'), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });

@@ -307,11 +307,13 @@ async function conversation(chats: ChatRoutes, chat: StoredChat): Promise<AgentU
     if (info === undefined) continue;
     const mapper = new UiChunkMapper({ answers: run.answers });
     const builder = new AssistantMessageBuilder();
-    for (let cursor = -1; ; ) {
+    // A log may answer a read with fewer events than asked for (a reply-size bound): read on to
+    // the count the log reported, or until it has no more.
+    for (let cursor = -1; cursor < info.eventCount - 1; ) {
       const batch = await chats.log.read(run.sessionId, cursor, LOG_BATCH);
+      if (batch.length === 0) break;
       for (const json of batch) for (const chunk of mapper.pushJson(json)) builder.add(chunk);
       cursor += batch.length;
-      if (batch.length < LOG_BATCH) break;
     }
     for (const chunk of mapper.end({ stopped: info.status !== 'running' })) builder.add(chunk);
     messages.push(builder.message(run.sessionId));
