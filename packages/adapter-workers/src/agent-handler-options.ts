@@ -55,6 +55,19 @@ export async function createPortsFor<Env>(
   return drive ? { ...ports, drive } : ports;
 }
 
+/**
+ * The interaction store alone, as the ports of a request nobody made would have it (no caller, no
+ * token): from `createPorts` when given, else `createStore`, else `env`.
+ */
+export async function createStoreFor<Env>(
+  env: Env,
+  context: WorkerRequestContext,
+  options: Pick<WorkerHandlerOptions<Env>, 'createPorts' | 'createStore'>,
+): Promise<InteractionStore> {
+  if (options.createPorts) return (await options.createPorts(env, context)).store;
+  return options.createStore ? options.createStore(env, context) : createDefaultStore((env ?? {}) as AgentWorkerEnv);
+}
+
 /** A Drive client bound to the caller's token, at the base URLs `env` names; none without a token. */
 function createDefaultDrive<Env>(env: Env, context: WorkerRequestContext): DriveOperationsClient | undefined {
   const token = context.accessToken;

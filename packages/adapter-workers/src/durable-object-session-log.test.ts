@@ -76,17 +76,60 @@ describe('createDurableObjectSessionLog', () => {
     });
   }
 
-  it('replays a log bigger than one reply, and an event bigger than one reply, in order', async () => {
+  it('replays a log bigger than one reply, and an event bigger than one reply, in order, one reply per read', async () => {
     const log = createDurableObjectSessionLog(env.SESSIONS);
     await log.create('long-replay', { interactionId: 'long-replay' });
     const chunk = 'x'.repeat(1024 * 1024);
     const events = Array.from({ length: 12 }, (_, index) => JSON.stringify({ n: index, text: chunk }));
     const huge = JSON.stringify({ n: 12, text: 'y'.repeat(READ_BUDGET_BYTES + 1024) });
     for (const event of [...events, huge]) await log.append('long-replay', [event]);
-    const read = await log.read('long-replay', -1, 500);
+    // Each read is one reply: events within the budget, or the big one alone. Never all 500 asked
+    // for at once, which for big events would not fit in an isolate's memory.
+    const replies: string[][] = [];
+    for (let cursor = -1; ; ) {
+      const read = await log.read('long-replay', cursor, 500);
+      if (read.length === 0) break;
+      replies.push(read);
+      cursor += read.length;
+    }
+    for (const reply of replies) {
+      const bytes = reply.reduce((sum, event) => sum + event.length, 0);
+      expect(reply.length === 1 || bytes <= READ_BUDGET_BYTES).toBe(true);
+    }
+    expect(replies.length).toBeGreaterThan(2);
+    const read = replies.flat();
     expect(read.map((event) => (JSON.parse(event) as { n: number }).n)).toEqual(Array.from({ length: 13 }, (_, index) => index));
     expect(read[12] === huge).toBe(true);
-    expect((await log.read('long-replay', 10, 2)).map((event) => (JSON.parse(event) as { n: number }).n)).toEqual([11, 12]);
+    expect((await log.read('long-replay', 10, 2)).map((event) => (JSON.parse(event) as { n: number }).n)).toEqual([11]);
+    expect((await log.read('long-replay', 11, 2)).map((event) => (JSON.parse(event) as { n: number }).n)).toEqual([12]);
+  });
+
+  it('reports a failure of the object or its storage as STORE_ERROR with a reason word, never the platform message', async () => {
+    const failing = (error: Error) =>
+      ({
+        idFromName: (name: string) => env.SESSIONS.idFromName(name),
+        get: () =>
+          new Proxy(
+            {},
+            {
+              get: () => async () => {
+                throw error;
+              },
+            },
+          ),
+      }) as unknown as typeof env.SESSIONS;
+    const internal = new Error('Durable Object storage operation exceeded timeout: /var/lib/objects/abc key=event:0000000001 value={"secret":1}');
+    const overloaded = Object.assign(new Error('Durable Object is overloaded. Requests queued for too long.'), { overloaded: true, retryable: true });
+    const sqlite = new Error('SQLITE_FULL: database or disk is full at /data/x.sqlite');
+    for (const [error, reason] of [
+      [internal, 'error'],
+      [overloaded, 'overloaded'],
+      [sqlite, 'SQLITE_FULL'],
+    ] as const) {
+      const log = createDurableObjectSessionLog(failing(error));
+      const failure = await log.append('s-1', ['{}']).catch((thrown: unknown) => thrown);
+      expect(failure).toMatchObject({ code: 'STORE_ERROR', message: `Could not append to session s-1 (${reason})`, cause: error });
+    }
   });
 
   it('refuses an event above maxEventBytes with PAYLOAD_TOO_LARGE, appending nothing', async () => {

@@ -1,6 +1,6 @@
 import { AgentError, DEFAULT_INTERACTION_TTL_MS, isAgentError, type SessionInfo, type SessionLog } from '@org/core';
 import type { SessionObject } from './session-object.js';
-import { checkTtl, DEFAULT_MAX_VALUE_BYTES } from './stored-value.js';
+import { checkTtl, DEFAULT_MAX_VALUE_BYTES, failureReason } from './stored-value.js';
 
 /** Session ids longer than this (in UTF-8 bytes) are refused before any call to an object. */
 const MAX_SESSION_ID_BYTES = 480;
@@ -29,8 +29,9 @@ const decoder = new TextDecoder();
  * are atomic, from any number of Workers and objects at once.
  *
  * Events are stored whole (split across storage keys when big, never truncated) and travel as a
- * byte stream above 1 MiB; reads come back in replies of at most 8 MiB, so a replay of any length
- * stays within the RPC limit.
+ * byte stream above 1 MiB. A read returns one reply of at most 8 MiB (or one bigger event alone),
+ * fewer events than asked when they are big, as the port allows: a replay of any length stays
+ * within the RPC limit and within the reader's memory.
  *
  * @example
  * ```ts
@@ -71,23 +72,14 @@ export function createDurableObjectSessionLog(
     },
     async read(id, after, limit) {
       const object = objectFor(id);
+      // One reply per call, as the port allows: the events that fit in its budget, or one bigger
+      // event alone. Filling up to `limit` instead would hold `limit` events of any size at once
+      // (500 for a reader's replay), far past the 128 MB of an isolate.
       return attempt(id, 'read', async () => {
-        const events: string[] = [];
-        let cursor = after;
-        while (events.length < limit) {
-          const reply = await object.logRead(id, cursor, limit - events.length, READ_BUDGET_BYTES);
-          for (const bytes of reply.events) events.push(decoder.decode(bytes));
-          cursor += reply.events.length;
-          if (reply.largeNext) {
-            const stream = await object.logReadEvent(id, cursor + 1);
-            if (!stream) break;
-            events.push(await new Response(stream).text());
-            cursor += 1;
-          } else if (reply.events.length === 0) {
-            break;
-          }
-        }
-        return events;
+        const reply = await object.logRead(id, after, limit, READ_BUDGET_BYTES);
+        if (!reply.largeNext) return reply.events.map((bytes) => decoder.decode(bytes));
+        const stream = await object.logReadEvent(id, after + 1);
+        return stream ? [await new Response(stream).text()] : [];
       });
     },
     async update(id, change, from) {
@@ -124,6 +116,9 @@ export function encodeEvents(
 
 /** Splits the bytes of an append's payload back into its events. */
 export async function decodePayload(lengths: readonly number[], payload: Uint8Array[] | ReadableStream<Uint8Array>): Promise<Uint8Array[]> {
+  if (!Array.isArray(lengths) || !lengths.every((length) => Number.isSafeInteger(length) && length >= 0)) {
+    throw new Error('the lengths of the events are not byte counts');
+  }
   if (Array.isArray(payload)) {
     if (payload.length !== lengths.length || payload.some((event, index) => event.byteLength !== lengths[index])) {
       throw new Error('the events received do not match their lengths');
@@ -154,7 +149,8 @@ async function attempt<T>(id: string, action: string, body: () => Promise<T>): P
     return await body();
   } catch (error) {
     if (isAgentError(error)) throw error;
-    throw new AgentError('STORE_ERROR', `Could not ${action} session ${id}: ${error instanceof Error ? error.message : String(error)}`, {
+    // The reason, never the message: it goes to every reader of the session (see failureReason).
+    throw new AgentError('STORE_ERROR', `Could not ${action} session ${id} (${failureReason(error)})`, {
       cause: error,
       details: { sessionId: id },
     });

@@ -1,3 +1,5 @@
+import { AgentError } from '@org/core';
+
 /** One subscriber of a channel: a listener in this object, or a stream read by another isolate. */
 type Subscriber =
   | { kind: 'local'; listener: (message: string) => void }
@@ -95,7 +97,10 @@ export class EventHub {
     let subscribers = this.#channels.get(channel);
     if (!subscribers) this.#channels.set(channel, (subscribers = new Set()));
     if (subscribers.size >= MAX_SUBSCRIBERS_PER_CHANNEL) {
-      throw new Error(`channel ${channel.slice(0, 200)} has ${MAX_SUBSCRIBERS_PER_CHANNEL} subscribers already`);
+      // Said to the reader refused: how many, not which channel.
+      throw new AgentError('RATE_LIMITED', `Too many readers at once (${MAX_SUBSCRIBERS_PER_CHANNEL}); try again shortly`, {
+        details: { limit: MAX_SUBSCRIBERS_PER_CHANNEL },
+      });
     }
     subscribers.add(subscriber);
   }

@@ -161,6 +161,16 @@ describe('createKvInteractionStore', () => {
     });
   });
 
+  it('reports a failure of KV as STORE_ERROR with a reason word, never the platform message', async () => {
+    const fault = new Error('KV GET failed: 500 Internal Server Error (account 0123abcd, namespace interactions-prod)');
+    const kv = {
+      getWithMetadata: async () => {
+        throw fault;
+      },
+    } as unknown as KVNamespace;
+    await expect(createKvInteractionStore(kv).get('i-1')).rejects.toMatchObject({ code: 'STORE_ERROR', message: 'Could not read interaction i-1 (error)', cause: fault });
+  });
+
   it('refuses an id too long for a KV key with BAD_REQUEST', async () => {
     const store = createKvInteractionStore(env.INTERACTIONS_KV, { prefix: 'p:'.repeat(100) });
     await expect(store.get('i'.repeat(400))).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('too long for a Workers KV key') });

@@ -2,10 +2,12 @@ import { env } from 'cloudflare:workers';
 import { createExecutionContext, listDurableObjectIds, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { parseSseStream } from '@org/core';
+import type { SessionObject } from './session-object.js';
 import { SCRIPT } from '../test/worker.js';
 import { agentRequest, typesOf, wireEvents } from '../test/helpers.js';
 import { createHandler } from './create-handler.js';
 import { createDurableObjectInteractionStore } from './durable-object-interaction-store.js';
+import { createDurableObjectSessionLog, decodePayload } from './durable-object-session-log.js';
 
 type TestEnv = Cloudflare.Env;
 
@@ -246,5 +248,117 @@ describe('sessions on Durable Objects', () => {
       keys: 0,
       alarm: null,
     });
+  });
+
+  it('stops following a quiet running session for a reader that left, by the next keep-alive', async () => {
+    const sessionId = crypto.randomUUID();
+    const log = createDurableObjectSessionLog(env.SCRIPTED_SESSIONS);
+    await log.create(sessionId, { interactionId: sessionId });
+    await log.append(sessionId, ['{"start":{}}']);
+    const home = env.SCRIPTED_SESSIONS.get(env.SCRIPTED_SESSIONS.idFromName(sessionId));
+    // Five clients read the first event and leave; nothing happens in the session meanwhile. The
+    // object learns they left when it writes the next keep-alive (250 ms here), and lets them go.
+    for (let reader = 0; reader < 5; reader += 1) {
+      const stream = (await send(get(`${sessionId}?alt=sse`))).body?.getReader();
+      await stream?.read();
+      await stream?.cancel();
+    }
+    await eventually(async () => ((await home.busPublish(`session:${sessionId}`, 'ping')) === 0 ? true : undefined), 5_000);
+  });
+
+  /** A session left `running` by a runner that was restarted, as the runner's storage has it then. */
+  async function orphaned(events: string[], saved = false): Promise<{ sessionId: string; runner: DurableObjectStub<SessionObject> }> {
+    const sessionId = crypto.randomUUID();
+    const log = createDurableObjectSessionLog(env.SCRIPTED_SESSIONS);
+    await log.create(sessionId, { interactionId: sessionId });
+    if (events.length > 0) await log.append(sessionId, events);
+    if (saved) await createDurableObjectInteractionStore(env.INTERACTIONS).set(sessionId, { meta: '{}', state: '{}' }, null);
+    const runner = env.SCRIPTED_SESSIONS.get(env.SCRIPTED_SESSIONS.newUniqueId());
+    await runInDurableObject(runner, async (_instance, state) => {
+      await state.storage.put('watch', sessionId);
+      await state.storage.setAlarm(Date.now() + 60_000);
+    });
+    await runInDurableObject(runner, (_instance, state) => {
+      state.abort('restarted by the test');
+    }).catch(() => undefined);
+    // A stub of an object that was restarted is broken: a new one reaches the restarted object.
+    return { sessionId, runner: env.SCRIPTED_SESSIONS.get(runner.id) };
+  }
+
+  const storageOf = (object: DurableObjectStub<SessionObject>) =>
+    runInDurableObject(object, async (_instance, state) => ({ keys: (await state.storage.list()).size, alarm: await state.storage.getAlarm() }));
+
+  it('ends a session its restarted runner left running with nothing saved: failed, with an error event its readers see', async () => {
+    // The runner died before its run saved its first checkpoint: no reader and no resume can take it over.
+    const { sessionId, runner } = await orphaned(['{"start":{"objective":{"parts":[{"text":"Hi"}],"role":"user"}}}']);
+    const reading = readStream(await send(get(`${sessionId}?alt=sse`)));
+    expect(await runDurableObjectAlarm(runner)).toBe(true);
+    const { events, envelopes } = await reading;
+    expect(envelopes.at(-1)).toBe('done:{}');
+    expect(JSON.parse(events.at(-1)?.data ?? '{}')).toEqual({
+      error: { code: 'INTERNAL', message: 'The run stopped: the server running it was restarted before it saved its progress, so it cannot go on; start it again' },
+    });
+    expect(await statusOf(sessionId)).toEqual({ sessionId, status: 'failed', eventCount: 2 });
+    // The runner lets go of it, and empties itself.
+    expect(await storageOf(runner)).toEqual({ keys: 0, alarm: null });
+  });
+
+  it('ends a session whose runner finished the run but was restarted before it said so, as its complete event says', async () => {
+    const complete = '{"complete":{"result":{"success":true,"outcomes":{"parts":[{"text":"Done"}],"role":"user"}}}}';
+    const { sessionId, runner } = await orphaned(['{"start":{}}', '{"finish":{}}', complete]);
+    expect(await runDurableObjectAlarm(runner)).toBe(true);
+    expect(await statusOf(sessionId)).toEqual({ sessionId, status: 'completed', eventCount: 3 });
+    const replay = await readStream(await send(get(`${sessionId}?alt=sse`)));
+    expect(replay.events.at(-1)?.data).toBe(complete);
+  });
+
+  it('lets go of a segment that lost its claim to another instance, once its session stops running', async () => {
+    const known = await listDurableObjectIds(env.SCRIPTED_SESSIONS);
+    const tag = crypto.randomUUID();
+    const created = await send(post('new', { segments: [{ textSegment: { text: `${SCRIPT.thinkForever}, tag ${tag}` } }] }));
+    const { sessionId } = (await created.json()) as { sessionId: string };
+    const home = env.SCRIPTED_SESSIONS.idFromName(sessionId);
+    const runner = env.SCRIPTED_SESSIONS.get(
+      (await listDurableObjectIds(env.SCRIPTED_SESSIONS)).find((id) => !id.equals(home) && !known.some((old) => old.equals(id))) as DurableObjectId,
+    );
+    // Another instance holds the record now (as after a take-over): the segment's next write finds
+    // it lost, and the segment stops without announcing an end.
+    const store = createDurableObjectInteractionStore(env.INTERACTIONS);
+    const record = await eventually(async () => (await store.get(sessionId)) ?? undefined);
+    const meta = { ...(JSON.parse(record.meta) as object), lease: { token: 'elsewhere', until: Date.now() + 60_000 } };
+    expect(await store.set(sessionId, { meta: JSON.stringify(meta) }, record.version)).toBeDefined();
+    await eventually(async () => (await env.INTERACTIONS_KV.get(SCRIPT.abortedKey(tag))) ?? undefined);
+    expect((await send(post(`${sessionId}:cancel`, {}))).status).toBe(200);
+
+    // Its object's next alarm finds the session over and stops beating; the one after that empties it.
+    expect(await runDurableObjectAlarm(runner)).toBe(true);
+    const after = await runInDurableObject(runner, async (_instance, state) => state.storage.get('watch'));
+    expect(after).toBeUndefined();
+    await runDurableObjectAlarm(runner);
+    expect(await storageOf(runner)).toEqual({ keys: 0, alarm: null });
+  });
+
+  it('refuses malformed calls to its internal methods without reading past its limits', async () => {
+    const sessionId = `internal-${crypto.randomUUID()}`;
+    const object = env.SESSIONS.get(env.SESSIONS.idFromName(sessionId));
+    const ttlMs = 60_000;
+    expect(await object.logCreate(sessionId, { interactionId: sessionId }, ttlMs)).toBe(true);
+    const big = new TextEncoder().encode(JSON.stringify({ text: 'x'.repeat(5 * 1024 * 1024) }));
+    for (let index = 0; index < 3; index += 1) await object.logAppend(sessionId, ttlMs, [big.byteLength], new Blob([big]).stream());
+
+    // A budget that is not a number is the default one (8 MiB), not none: one 5 MiB event, not all three.
+    expect((await object.logRead(sessionId, -1, 10, Number.NaN)).events).toHaveLength(1);
+    expect((await object.logRead(sessionId, -1, 10, -5)).events).toHaveLength(1);
+    expect(await object.logRead(sessionId, 0.5, 10, 1000)).toEqual({ events: [], largeNext: false });
+    expect(await object.logRead(sessionId, -7, 10, 1000)).toEqual({ events: [], largeNext: false });
+    expect(await object.logReadEvent(sessionId, 0.5)).toBeNull();
+    // Lengths that are not byte counts, or do not add up, are refused before any index is taken.
+    // (Called here rather than through the object: the test pool reports any error an object's
+    // method throws as unhandled.)
+    await expect(decodePayload([-1, 3], [new Uint8Array(2)])).rejects.toThrow('the lengths of the events are not byte counts');
+    await expect(decodePayload([-2, 4], new Blob([new Uint8Array(2)]).stream())).rejects.toThrow('the lengths of the events are not byte counts');
+    await expect(decodePayload([1.5, 0.5], new Blob([new Uint8Array(2)]).stream())).rejects.toThrow('the lengths of the events are not byte counts');
+    await expect(decodePayload([1, 3], new Blob([new Uint8Array(2)]).stream())).rejects.toThrow('received 2 of 4 bytes of events');
+    expect(await object.logGet(sessionId)).toMatchObject({ eventCount: 3 });
   });
 });

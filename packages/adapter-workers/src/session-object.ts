@@ -1,7 +1,7 @@
 import { DurableObject } from 'cloudflare:workers';
 import { AgentError, DEFAULT_INTERACTION_TTL_MS, parseSseStream, type EventBus, type SessionInfo, type SessionLog, type SessionStatus, type SseEvent } from '@org/core';
 import { createAgentHandler, errorResponse } from '@org/core/http';
-import { agentHandlerOptionsFor } from './agent-handler-options.js';
+import { agentHandlerOptionsFor, createStoreFor } from './agent-handler-options.js';
 import type { AgentWorkerEnv, WorkerHandlerOptions } from './create-handler.js';
 import { createDurableObjectEventBus, objectNameOfChannel, sessionOfChannel } from './durable-object-event-bus.js';
 import { createDurableObjectSessionLog, decodePayload, encodeEvents, READ_BUDGET_BYTES } from './durable-object-session-log.js';
@@ -29,6 +29,12 @@ export interface SessionObjectOptions<Env> extends Omit<WorkerHandlerOptions<Env
 }
 
 const DEFAULT_HEARTBEAT_MS = 30_000;
+
+/** Core's default `livenessMs`. */
+const DEFAULT_LIVENESS_MS = 15_000;
+
+/** What readers of a session read when its run was lost with nothing saved to go on from. */
+const ABANDONED_MESSAGE = 'The run stopped: the server running it was restarted before it saved its progress, so it cannot go on; start it again';
 
 /** The longest a recovery alarm follows a session before it hands over to the next alarm. */
 const RECOVERY_MS = 5 * 60_000;
@@ -88,10 +94,19 @@ export class SessionObject<Env = AgentWorkerEnv> extends DurableObject<Env> {
     return {};
   }
 
-  /** Serves the agent protocol (sessions and `streamRunAgent`) for requests the Worker routed here. */
+  /**
+   * Serves the agent protocol (sessions and `streamRunAgent`) for requests the Worker routed here.
+   * A client that leaves (its stream is cancelled) aborts the request's signal: the runtime does
+   * not abort it by itself, and a reader of a session that is quiet would otherwise stay
+   * subscribed, and keep checking the session, until its next event.
+   */
   override async fetch(request: Request): Promise<Response> {
+    const left = new AbortController();
     try {
-      return await this.#agentHandler()(request);
+      const signal = AbortSignal.any([request.signal, left.signal]);
+      const response = await this.#agentHandler()(new Request(request, { signal }));
+      const streamed = response.body !== null && (response.headers.get('content-type') ?? '').startsWith('text/event-stream');
+      return streamed ? onCancel(response, response.body, (reason) => left.abort(reason)) : response;
     } catch (error) {
       return errorResponse(error);
     }
@@ -104,6 +119,7 @@ export class SessionObject<Env = AgentWorkerEnv> extends DurableObject<Env> {
       await this.#log.dropIfExpired();
       const watched = this.#watching;
       if (watched !== undefined && this.#running !== watched) await this.#recover(watched);
+      else if (watched !== undefined) await this.#checkStillRunning(watched);
     } catch {
       // Tried again at the next alarm, set below.
     }
@@ -141,11 +157,15 @@ export class SessionObject<Env = AgentWorkerEnv> extends DurableObject<Env> {
 
   /** Up to `limit` events after `after`, in replies of at most `budgetBytes` (see `largeNext`). */
   async logRead(id: string, after: number, limit: number, budgetBytes: number): Promise<SessionLogReadResult> {
-    return this.#log.read(id, after, limit, Math.min(budgetBytes, READ_BUDGET_BYTES));
+    if (!Number.isSafeInteger(after) || after < -1 || !Number.isSafeInteger(limit)) return { events: [], largeNext: false };
+    // A budget that is not a positive number (NaN would compare false everywhere) is the default.
+    const budget = typeof budgetBytes === 'number' && budgetBytes > 0 ? Math.min(budgetBytes, READ_BUDGET_BYTES) : READ_BUDGET_BYTES;
+    return this.#log.read(id, after, limit, budget);
   }
 
   /** One event of any size as a byte stream; `null` when there is none at `index`. */
   async logReadEvent(id: string, index: number): Promise<ReadableStream<Uint8Array> | null> {
+    if (!Number.isSafeInteger(index)) return null;
     const bytes = await this.#log.readEvent(id, index);
     return bytes ? new Blob([bytes]).stream() : null;
   }
@@ -190,16 +210,19 @@ export class SessionObject<Env = AgentWorkerEnv> extends DurableObject<Env> {
     return { ...options, namespace };
   }
 
-  #agentHandler(): (request: Request) => Promise<Response> {
-    if (this.#handler) return this.#handler;
-    const options = this.#options();
-    const executionContext: ExecutionContext = {
+  #executionContext(): ExecutionContext {
+    return {
       waitUntil: (promise) => this.ctx.waitUntil(promise),
       passThroughOnException() {},
       props: this.ctx.props,
     };
+  }
+
+  #agentHandler(): (request: Request) => Promise<Response> {
+    if (this.#handler) return this.#handler;
+    const options = this.#options();
     this.#handler = createAgentHandler({
-      ...agentHandlerOptionsFor(this.env, options, executionContext),
+      ...agentHandlerOptionsFor(this.env, options, this.#executionContext()),
       sessions: { ...this.#sessionPorts(), ...(options.livenessMs === undefined ? {} : { livenessMs: options.livenessMs }) },
     });
     return this.#handler;
@@ -226,24 +249,19 @@ export class SessionObject<Env = AgentWorkerEnv> extends DurableObject<Env> {
   }
 
   /**
-   * The log the agent handler of this object writes to: this object's storage for its own
-   * session, the session's object for any other. It also tells which segment runs here.
+   * The session log as it is, without this object's bookkeeping: this object's storage for its
+   * own session, the session's object for any other.
    */
-  #sessionLog(options: SessionObjectOptions<Env> & { namespace: DurableObjectNamespace<SessionObject> }): SessionLog {
+  #plainLog(options: SessionObjectOptions<Env> & { namespace: DurableObjectNamespace<SessionObject> }): SessionLog {
     const { namespace } = options;
     const ttlMs = options.ttlMs ?? DEFAULT_INTERACTION_TTL_MS;
     const maxEventBytes = options.maxEventBytes ?? DEFAULT_MAX_VALUE_BYTES;
     const remote = createDurableObjectSessionLog(namespace, { ttlMs, maxEventBytes });
     const here = (id: string) => this.#isHome(namespace, id);
     return {
-      create: async (id, info) => {
-        const created = here(id) ? await this.logCreate(id, info, ttlMs) : await remote.create(id, info);
-        if (created) await this.#segmentStarted(id);
-        return created;
-      },
+      create: async (id, info) => (here(id) ? this.logCreate(id, info, ttlMs) : remote.create(id, info)),
       get: async (id) => (here(id) ? this.#log.get(id) : remote.get(id)),
       append: async (id, events) => {
-        await this.#segmentStarted(id);
         if (!here(id)) return remote.append(id, events);
         const first = await this.#log.append(id, encodeEvents(id, events, maxEventBytes).bytes, ttlMs);
         if (first === undefined) throw new AgentError('NOT_FOUND', `Session ${id} not found`, { details: { sessionId: id } });
@@ -251,26 +269,42 @@ export class SessionObject<Env = AgentWorkerEnv> extends DurableObject<Env> {
       },
       read: async (id, after, limit) => {
         if (!here(id)) return remote.read(id, after, limit);
+        // One reply's worth, as the remote log reads: a replay never holds more than that at once.
         const decoder = new TextDecoder();
-        const events: string[] = [];
-        let cursor = after;
-        while (events.length < limit) {
-          const reply = await this.#log.read(id, cursor, limit - events.length, READ_BUDGET_BYTES);
-          for (const bytes of reply.events) events.push(decoder.decode(bytes));
-          cursor += reply.events.length;
-          if (reply.largeNext) {
-            const bytes = await this.#log.readEvent(id, cursor + 1);
-            if (!bytes) break;
-            events.push(decoder.decode(bytes));
-            cursor += 1;
-          } else if (reply.events.length === 0) {
-            break;
-          }
-        }
-        return events;
+        const reply = await this.#log.read(id, after, limit, READ_BUDGET_BYTES);
+        if (!reply.largeNext) return reply.events.map((bytes) => decoder.decode(bytes));
+        const bytes = await this.#log.readEvent(id, after + 1);
+        return bytes ? [decoder.decode(bytes)] : [];
       },
+      update: async (id, change, from) => (here(id) ? this.#log.update(id, change, from, ttlMs) : remote.update(id, change, from)),
+    };
+  }
+
+  /** The log the agent handler of this object writes to ({@link #plainLog}); it also tells which segment runs here. */
+  #sessionLog(options: SessionObjectOptions<Env> & { namespace: DurableObjectNamespace<SessionObject> }): SessionLog {
+    const log = this.#plainLog(options);
+    return {
+      create: async (id, info) => {
+        // Watched before it exists: an object restarted in between finds no session and lets go,
+        // where one restarted after the session was created and before it was watched would
+        // leave it running with nobody to take it over.
+        await this.#segmentStarted(id);
+        let created = false;
+        try {
+          created = await log.create(id, info);
+        } finally {
+          if (!created) await this.#segmentEnded(id);
+        }
+        return created;
+      },
+      get: (id) => log.get(id),
+      append: async (id, events) => {
+        await this.#segmentStarted(id);
+        return log.append(id, events);
+      },
+      read: (id, after, limit) => log.read(id, after, limit),
       update: async (id, change, from) => {
-        const changed = here(id) ? await this.#log.update(id, change, from, ttlMs) : await remote.update(id, change, from);
+        const changed = await log.update(id, change, from);
         // A resume moves the session to running just before its segment starts here.
         if (changed && change.status === 'running') await this.#segmentStarted(id);
         return changed;
@@ -344,8 +378,11 @@ export class SessionObject<Env = AgentWorkerEnv> extends DurableObject<Env> {
       await this.#unwatch(sessionId);
       return;
     }
+    if (await this.#endIfAbandoned(sessionId, info)) return;
     const url = `${INTERNAL_ORIGIN}/v1beta1/sessions/${encodeURIComponent(sessionId)}?alt=sse&after=${info.eventCount - 1}`;
-    const response = await handler(new Request(url));
+    // Aborted when the recovery stops following, so the reading ends even if the session stays quiet.
+    const reading = new AbortController();
+    const response = await handler(new Request(url, { signal: reading.signal }));
     if (!response.ok || !response.body) return;
     const events = parseSseStream(response.body)[Symbol.asyncIterator]();
     const deadline = Date.now() + RECOVERY_MS;
@@ -360,11 +397,92 @@ export class SessionObject<Env = AgentWorkerEnv> extends DurableObject<Env> {
         }
       }
     } finally {
+      reading.abort();
       void events.return?.(undefined)?.catch(() => undefined);
     }
     if (this.#running === sessionId) return;
     const now = await log.get(sessionId);
     if (elsewhere || !now || now.status !== 'running') await this.#unwatch(sessionId);
+  }
+
+  /**
+   * The segment of `sessionId` runs here as far as this instance knows. If the log says the
+   * session is not running any more, it ended without announcing it (it lost its claim to another
+   * instance after a stall, say): there is nothing left to keep this object in memory for.
+   */
+  async #checkStillRunning(sessionId: string): Promise<void> {
+    const info = await this.#sessionPorts().log.get(sessionId);
+    if (info?.status === 'running') return;
+    if (this.#running === sessionId) this.#running = undefined;
+    await this.#unwatch(sessionId);
+  }
+
+  /**
+   * Ends a `running` session that nothing can go on with: its interaction has no saved state (the
+   * dead segment had not saved its first checkpoint, or had finished and removed it just before
+   * its object went), so no reader's take-over and no resume can ever continue it, and it would
+   * read as running, its readers waiting, until it expires. Checked twice, `livenessMs` apart,
+   * with no event in between, so a segment just starting or just finishing elsewhere writes its
+   * own end. A run whose `complete` event is in the log ends as that event says; any other is
+   * `failed`, after an error event that says why. Resolves to whether the session is over.
+   */
+  async #endIfAbandoned(sessionId: string, info: SessionInfo): Promise<boolean> {
+    const options = this.#options();
+    const store = await createStoreFor(this.env, { executionContext: this.#executionContext() }, options);
+    const saved = async (interactionId: string | undefined) => interactionId !== undefined && (await store.get(interactionId)) !== undefined;
+    if (await saved(info.interactionId)) return false;
+    await new Promise((resolve) => setTimeout(resolve, options.livenessMs ?? DEFAULT_LIVENESS_MS));
+    const log = this.#plainLog(options);
+    const now = await log.get(sessionId);
+    if (!now || now.status !== 'running') {
+      await this.#unwatch(sessionId);
+      return true;
+    }
+    if (this.#running === sessionId || now.eventCount !== info.eventCount || now.interactionId !== info.interactionId || (await saved(now.interactionId))) {
+      return false;
+    }
+    const [last] = now.eventCount > 0 ? await log.read(sessionId, now.eventCount - 2, 1) : [];
+    const success = completion(last);
+    if (success === undefined) await log.append(sessionId, [JSON.stringify({ error: { message: ABANDONED_MESSAGE, code: 'INTERNAL' } })]);
+    await log.update(sessionId, { status: success ? 'completed' : 'failed' }, ['running']);
+    // Its readers wake up, find it over and end their streams.
+    await this.#sessionPorts().bus.publish(`session:${sessionId}`, 'end').catch(() => undefined);
+    await this.#unwatch(sessionId);
+    return true;
+  }
+}
+
+/**
+ * The response with `body` passed through, calling `cancelled` when its reader cancels it (the
+ * client left) before the end.
+ */
+function onCancel(response: Response, body: ReadableStream<Uint8Array>, cancelled: (reason: unknown) => void): Response {
+  const reader = body.getReader();
+  const passed = new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        const { done, value } = await reader.read();
+        if (done) controller.close();
+        else controller.enqueue(value);
+      },
+      cancel(reason) {
+        cancelled(reason);
+        return reader.cancel(reason);
+      },
+    },
+    { highWaterMark: 0 },
+  );
+  return new Response(passed, { status: response.status, statusText: response.statusText, headers: response.headers });
+}
+
+/** The outcome a `complete` wire event reports, or `undefined` when `json` is not one. */
+function completion(json: string | undefined): boolean | undefined {
+  if (json === undefined || !json.startsWith('{"complete"')) return undefined;
+  try {
+    const success = (JSON.parse(json) as { complete?: { result?: { success?: unknown } } }).complete?.result?.success;
+    return typeof success === 'boolean' ? success : undefined;
+  } catch {
+    return undefined;
   }
 }
 

@@ -71,11 +71,34 @@ export function incomplete(id: string, byteLength: number): AgentError {
   });
 }
 
-/** Wraps a failure of the underlying storage in a `STORE_ERROR` naming the interaction. */
+/**
+ * Wraps a failure of the underlying storage in a `STORE_ERROR` naming the interaction and a safe
+ * word for what went wrong (see {@link failureReason}); the original error is kept as `cause`.
+ */
 export function storeError(id: string, action: string, error: unknown): AgentError {
   if (isAgentError(error)) return error;
-  return new AgentError('STORE_ERROR', `Could not ${action} interaction ${id}: ${error instanceof Error ? error.message : String(error)}`, {
+  return new AgentError('STORE_ERROR', `Could not ${action} interaction ${id} (${failureReason(error)})`, {
     cause: error,
     details: { interactionId: id },
   });
+}
+
+/**
+ * A short, safe word for a failure of the platform (storage, KV, RPC to an object): `overloaded`
+ * or `retryable` as the Workers runtime flags its errors, a code such as `SQLITE_FULL` that leads
+ * the message, or the error's class name. Never the message itself: these errors reach every
+ * reader of a session and the caller, and a message may carry internal details (an object's
+ * state, a storage path, a value).
+ */
+export function failureReason(error: unknown): string {
+  if (error && typeof error === 'object') {
+    const flags = error as { overloaded?: unknown; retryable?: unknown; code?: unknown; message?: unknown; name?: unknown };
+    if (flags.overloaded === true) return 'overloaded';
+    if (typeof flags.code === 'string' && /^[A-Za-z0-9_]{1,40}$/.test(flags.code)) return flags.code;
+    const word = typeof flags.message === 'string' ? /^([A-Z][A-Z0-9_]{2,30})\b/.exec(flags.message)?.[1] : undefined;
+    if (word) return word;
+    if (flags.retryable === true) return 'retryable';
+    if (typeof flags.name === 'string' && /^[A-Za-z]{1,40}$/.test(flags.name) && flags.name !== 'Error') return flags.name;
+  }
+  return 'error';
 }

@@ -55,12 +55,13 @@ function scriptedModel(env: Cloudflare.Env): BackendClient {
   };
 }
 
-/** Session objects with the scripted model, short leases and a quick liveness check. */
+/** Session objects with the scripted model, short leases, a quick liveness check and quick keep-alives. */
 export const ScriptedSessionObject = createSessionObject<Cloudflare.Env>({
   sessionNamespace: (env) => env.SCRIPTED_SESSIONS,
   createBackend: (env) => scriptedModel(env),
   runOptions: () => ({ leaseMs: 1_000 }),
   livenessMs: 200,
+  keepAliveMs: 250,
 });
 
 /** Session objects whose model plays the memory scenario; Drive is the default client built from the caller's token. */
