@@ -315,6 +315,30 @@ describe('durability of sessions', () => {
     }
   });
 
+  it('hands every event once and in order to a reader that stopped reading while the run went on past what it may hold', async () => {
+    const log = createMemorySessionLog();
+    // About 12 MB of thoughts, more than a reader may hold ahead of the log: the rest is read from it.
+    const big = 'x'.repeat(100_000);
+    const backend = createScriptedBackendClient(() => [...Array.from({ length: 120 }, (_, at) => thoughtChunk(`${at} ${big}`)), ...done('Done')], { chunkDelayMs: 2 });
+    const service = createSessionService({ log, bus: createMemoryEventBus() });
+    const sessionId = await service.start(greetMe, { ports: { backend, store: createMemoryInteractionStore() } });
+    const reader = service.events(sessionId, -1)[Symbol.asyncIterator]();
+    // The reader follows the run live (handed over by the segment running here) up to its first thought...
+    const seen: SessionEvent[] = [];
+    while (!seen.some((event) => typeOf(event) === 'thought')) {
+      const next = await reader.next();
+      if (next.done) throw new Error('the stream ended early');
+      seen.push(next.value);
+    }
+    // ...then stops reading while the run goes on to its end.
+    while ((await log.get(sessionId))?.status === 'running') await sleep(20);
+    for (let next = await reader.next(); !next.done; next = await reader.next()) seen.push(next.value);
+    expect(seen.map((event) => event.index)).toEqual(seen.map((_, index) => index));
+    const thoughts = seen.filter((event) => typeOf(event) === 'thought').map((event) => (JSON.parse(event.json) as { thought: { text: string } }).thought.text.split(' ')[0]);
+    expect(thoughts).toEqual(Array.from({ length: 120 }, (_, at) => String(at)));
+    expect(JSON.parse((seen.at(-1) as SessionEvent).json)).toMatchObject({ complete: { result: { success: true } } });
+  });
+
   it('pauses a session whose store failed as its segment ended, and its resume goes on from the last checkpoint', async () => {
     for (const failing of ['the save of its question', 'the removal of its finished record'] as const) {
       const memory = createMemoryInteractionStore();

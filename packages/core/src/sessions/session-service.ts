@@ -58,6 +58,24 @@ const BATCH = 500;
 
 /** Events a segment writes to the log in one append at most. */
 const JOURNAL_BATCH = 256;
+/** Characters of handed-over events a reader may hold ahead of the log before it reads them from the log instead. */
+const MAX_EARLY_CHARS = 8 * 1024 * 1024;
+/** Bus messages a reader keeps unread before it folds them into the latest index and an end. */
+const MAX_INBOX = 256;
+
+/** Folds bus messages into the ones a reader acts on: the latest announced index and an end. */
+function compactInbox(inbox: string[]): void {
+  let latest = -1;
+  let ended = false;
+  for (const message of inbox) {
+    if (message.startsWith('e:')) latest = Math.max(latest, Number(message.slice(2)));
+    else if (message === 'end') ended = true;
+  }
+  inbox.length = 0;
+  if (latest >= 0) inbox.push(`e:${latest}`);
+  if (ended) inbox.push('end');
+}
+
 /** Waits before the segment's end writes again what a failing log left out. */
 const LOG_RETRY_DELAYS_MS = [100, 500, 2000];
 
@@ -438,6 +456,13 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
     // Subscribe first, then read the log: an event appended in between is announced to us.
     const inbox: string[] = [];
     const early: SessionEvent[] = [];
+    /** Characters of event JSON in `early`; past MAX_EARLY_CHARS they are dropped, and read from the log instead. */
+    let earlyChars = 0;
+    let droppedEarly = false;
+    const takeEarly = (count: number): void => {
+      for (let at = 0; at < count; at += 1) earlyChars -= (early[at] as SessionEvent).json.length;
+      early.splice(0, count);
+    };
     let wake: (() => void) | undefined;
     const rouse = () => {
       const resolve = wake;
@@ -445,12 +470,24 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       resolve?.();
     };
     const subscription = await bus.subscribe(channelOf(sessionId), (message) => {
+      // A reader that does not keep up hears many announcements: only the latest index and an end matter.
+      if (inbox.length >= MAX_INBOX) compactInbox(inbox);
       inbox.push(message);
       rouse();
     });
     // A segment running in this process hands its events over directly, ahead of the log.
     const reader = (events: readonly SessionEvent[]) => {
-      for (const event of events) early.push(event);
+      for (const event of events) {
+        early.push(event);
+        earlyChars += event.json.length;
+      }
+      if (earlyChars > MAX_EARLY_CHARS) {
+        // A reader far behind a segment running here (a slow client) does not hold its events in
+        // this process: the log has them, and is read once the reader asks for more.
+        early.length = 0;
+        earlyChars = 0;
+        droppedEarly = true;
+      }
       rouse();
     };
     signal?.addEventListener('abort', rouse, { once: true });
@@ -493,14 +530,15 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
           while (take < early.length && take < most && (early[take] as SessionEvent).index === cursor + 1 + take - skip) take += 1;
           if (take > skip) {
             const batch = early.slice(skip, take);
-            early.splice(0, take);
+            takeEarly(take);
             cursor = (batch[batch.length - 1] as SessionEvent).index;
             yield batch;
             if (take === most) continue;
           } else if (skip > 0) {
-            early.splice(0, skip);
+            takeEarly(skip);
           }
-          let behind = early.length > 0;
+          let behind = early.length > 0 || droppedEarly;
+          droppedEarly = false;
           let ended = false;
           for (const message of inbox.splice(0)) {
             if (message.startsWith('e:')) behind ||= Number(message.slice(2)) > cursor;
