@@ -348,6 +348,34 @@ describe('generation when the backend fails or misbehaves', () => {
     }
   });
 
+  it('refuses step chunks whose data is not base64 or whose type is not a MIME type, and saves nothing of them', async () => {
+    const field = 'executionOutputs.generated_image.chunks[0]';
+    const answers: Array<[unknown, string]> = [
+      [{ mimetype: 'image/png', data: 'data:image/png;base64,AAAA' }, `${field} has data that is not base64`],
+      [{ mimetype: 'image/png', data: 'not base64!' }, `${field} has data that is not base64`],
+      [{ mimetype: 'text/html', data: '<b>raw</b>' }, `${field} has data that is not base64`],
+      [{ mimetype: 'text/gcs-path/image/png', data: '%%%' }, `${field} has data that is not base64`],
+      [{ mimetype: 'text/html,<script>alert(1)</script>#', data: 'AAAA' }, `${field} has a mimetype that is not a MIME type`],
+      [{ mimetype: 'image/png,<svg onload=alert(1)>/storedData', data: 'blob-1' }, `${field} has a mimetype that is not a MIME type`],
+      [{ mimetype: 'image/png/storedData', data: '' }, `${field} names no blob`],
+      [{ mimetype: 'text/gcs-path/image/png', data: 'Z3M6Ly9idWNrZXQv' }, `${field} names no blob`],
+    ];
+    for (const [chunk, told] of answers) {
+      const { response, events } = await seen('generate_images', { prompt: 'A cat', images: [] }, () => [], {
+        executeStep: async () => ({ executionOutputs: { generated_image: { chunks: [chunk as never] } } }),
+      });
+      expect(response, JSON.stringify(chunk)).toEqual({ error: `The media backend answered with something that is not a step result: ${told}` });
+      expect(ofType(events, 'complete')[0]?.result.intermediate, JSON.stringify(chunk)).toBeUndefined();
+    }
+    // A model name that cannot be read is left out; the image is still the user's.
+    const { response } = await seen('generate_images', { prompt: 'A cat', images: [] }, () => [], {
+      executeStep: async () => ({
+        executionOutputs: { generated_image: { chunks: [{ mimetype: 'text/plain', data: '%%', substreamName: 'executed-model' }, { mimetype: 'image/png', data: 'AAAA' }] } },
+      }),
+    });
+    expect(response).toEqual({ images: ['/mnt/image1.png'] });
+  });
+
   it('hands back at most 512 Ki characters of a huge generated text, keeping all of it in a file', async () => {
     const text = `begin ${'y'.repeat(3 * 1024 * 1024)} end`;
     const { response, events } = await seen('generate_text', { prompt: 'Write a lot', model: 'flash' }, () => [textChunk(text)]);
