@@ -47,19 +47,26 @@ type Checks = {
   expirySweep(): Promise<{ records: string[]; states: string[] }>;
   legacyDatabase(): Promise<{ old: unknown; created: string; fresh: string | null }>;
   suspendLocally(objective: string): Promise<string>;
-  resumeLocally(id: string): Promise<{ types: string[]; result?: { success: boolean; outcomes?: unknown }; error?: string }>;
+  resumeLocally(id: string): Promise<{ types: string[]; result?: { success: boolean; outcomes?: unknown }; error?: string; code?: string }>;
+  seed(databaseName: string, count: number): Promise<Record<string, string>>;
+  claimAll(databaseName: string, versions: Record<string, string>, tab: string): Promise<string[]>;
+  holdResume(id: string): Promise<void>;
+  finishHeld(): Promise<string>;
+  overwriteInOpenStore(databaseName: string, bytes: number): Promise<{ written: string; kept: string | undefined }>;
   memoryLocally(accessToken: string): Promise<string[]>;
   saveInOpenStore(databaseName: string): Promise<string>;
   useOpenStore(databaseName: string): Promise<{ written: string; read: string | null }>;
-  blockedUpgrade(): Promise<{ blocked: string; after: string; upgrade: string }>;
+  blockedUpgrade(): Promise<{ blocked: string; stillBlocked: string; after: string; upgrade: string }>;
   ids(): Promise<{ written: Record<string, string>; resumed: string[] }>;
-  withoutIndexedDb(objective: string): Promise<{ ranTurns: boolean; failure?: { kind?: string; code?: string } }>;
+  withoutIndexedDb(objective: string, how: 'missing' | 'refused'): Promise<{ ranTurns: boolean; failure?: { kind?: string; code?: string } }>;
   throughGateway(objective: string): Promise<{ outcome: boolean; keys: Array<string | null> }>;
   missingBackend(): string;
 };
 /** Calls `window.checks[name](...args)` in the page and returns what it resolves to. */
-const inPage = <K extends keyof Checks>(name: K, ...args: Parameters<Checks[K]>): ReturnType<Checks[K]> =>
-  page.evaluate(
+const inPage = <K extends keyof Checks>(name: K, ...args: Parameters<Checks[K]>): ReturnType<Checks[K]> => inTab(page, name, ...args);
+/** The same in another tab. */
+const inTab = <K extends keyof Checks>(tab: Page, name: K, ...args: Parameters<Checks[K]>): ReturnType<Checks[K]> =>
+  tab.evaluate(
     ([check, values]: [string, unknown[]]) => {
       const checks = (globalThis as unknown as { checks: Record<string, (...a: unknown[]) => unknown> }).checks;
       return checks[check]?.(...values);
@@ -88,8 +95,59 @@ describe('in Chromium', () => {
     expect(await inPage('useOpenStore', 'cleared-under')).toEqual({ written: 'string', read: '"after"' });
   });
 
-  it('an upgrade blocked by an older connection fails clearly and leaves no connection behind to block the next', async () => {
-    expect(await inPage('blockedUpgrade')).toEqual({ blocked: 'STORE_ERROR', after: 'string', upgrade: 'upgraded' });
+  it('a write over the storage quota is a STORE_ERROR and keeps the record it would have replaced', async () => {
+    // A fresh profile whose quota is set before the database is first opened (Chromium reads it then).
+    const context = await browser.newContext();
+    try {
+      const tab = await context.newPage();
+      await tab.goto(server.url);
+      await tab.waitForFunction(() => 'checks' in globalThis);
+      const devtools = await context.newCDPSession(tab);
+      await devtools.send('Storage.overrideQuotaForOrigin', { origin: new URL(server.url).origin, quotaSize: 4 * 1024 * 1024 });
+      expect(await inTab(tab, 'saveInOpenStore', 'over-quota')).toBe('string');
+      expect(await inTab(tab, 'overwriteInOpenStore', 'over-quota', 16 * 1024 * 1024)).toEqual({ written: 'STORE_ERROR', kept: '"before"' });
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('of two tabs claiming the same records at once, exactly one wins each', async () => {
+    const context = await browser.newContext();
+    try {
+      const tabs = [await context.newPage(), await context.newPage()];
+      for (const tab of tabs) {
+        await tab.goto(server.url);
+        await tab.waitForFunction(() => 'checks' in globalThis);
+      }
+      const [first, second] = tabs as [Page, Page];
+      const versions = await inTab(first, 'seed', 'two-tabs', 20);
+      const [wonByFirst, wonBySecond] = await Promise.all([inTab(first, 'claimAll', 'two-tabs', versions, 'first'), inTab(second, 'claimAll', 'two-tabs', versions, 'second')]);
+      expect([...wonByFirst, ...wonBySecond].sort()).toEqual(Object.keys(versions).sort());
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('a run being resumed in one tab is refused with CONFLICT in another, and finishes in the first', async () => {
+    const context = await browser.newContext();
+    try {
+      const [first, second] = [await context.newPage(), await context.newPage()];
+      for (const tab of [first, second]) {
+        await tab.goto(server.url);
+        await tab.waitForFunction(() => 'checks' in globalThis);
+      }
+      const interactionId = await inTab(first, 'suspendLocally', OBJECTIVE);
+      await inTab(first, 'holdResume', interactionId);
+      const refused = await inTab(second, 'resumeLocally', interactionId);
+      expect({ types: refused.types, code: refused.code }).toEqual({ types: ['error'], code: 'CONFLICT' });
+      expect(await inTab(first, 'finishHeld')).toBe('complete');
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('an upgrade blocked by an older tab fails every call clearly instead of hanging, and leaves no connection behind to block the next', async () => {
+    expect(await inPage('blockedUpgrade')).toEqual({ blocked: 'STORE_ERROR', stillBlocked: 'STORE_ERROR', after: 'string', upgrade: 'upgraded' });
   });
 
   it('refuses empty, over-long and control-character ids with BAD_REQUEST, as the server stores do', async () => {
@@ -110,7 +168,11 @@ describe('in Chromium', () => {
   });
 
   it('without IndexedDB an in-page run runs, and saving it is a STORE_ERROR of the run', async () => {
-    expect(await inPage('withoutIndexedDb', OBJECTIVE)).toEqual({ ranTurns: true, failure: { kind: 'run', code: 'STORE_ERROR' } });
+    expect(await inPage('withoutIndexedDb', OBJECTIVE, 'missing')).toEqual({ ranTurns: true, failure: { kind: 'run', code: 'STORE_ERROR' } });
+  });
+
+  it('where reading indexedDB throws (storage blocked), an in-page run still runs, and saving it is a STORE_ERROR, not a network failure', async () => {
+    expect(await inPage('withoutIndexedDb', OBJECTIVE, 'refused')).toEqual({ ranTurns: true, failure: { kind: 'run', code: 'STORE_ERROR' } });
   });
 
   it('a local run and a remote run of the same scenario produce the same event sequence', async () => {

@@ -13,7 +13,7 @@ export interface IndexedDbInteractionStoreOptions {
    * `PAYLOAD_TOO_LARGE` before writing. Default: the runtime's limit (64 MiB).
    */
   maxStateBytes?: number;
-  /** The IndexedDB factory. Default: the page's `indexedDB`; without one, every read or write is a `STORE_ERROR`. */
+  /** The IndexedDB factory. Default: the page's `indexedDB`; without one (or where reading it throws), every read or write is a `STORE_ERROR`. */
   indexedDB?: IDBFactory;
   /** Clock (epoch ms), for tests of expiry. */
   now?: () => number;
@@ -58,28 +58,40 @@ export function createIndexedDbInteractionStore(options: IndexedDbInteractionSto
   const now = options.now ?? Date.now;
   const ttlMs = options.ttlMs ?? DEFAULT_INTERACTION_TTL_MS;
   if (!(ttlMs > 0)) throw new TypeError(`createIndexedDbInteractionStore: ttlMs must be a positive number of milliseconds, got ${ttlMs}`);
-  const factory = options.indexedDB ?? globalThis.indexedDB;
-  let opening: Promise<IDBDatabase> | undefined;
+  let factory: IDBFactory | undefined;
+  let refusal: unknown;
+  try {
+    factory = options.indexedDB ?? globalThis.indexedDB;
+  } catch (error) {
+    // Some browsers throw on reading `indexedDB` where storage is disabled (Firefox with cookies
+    // blocked for the site, sandboxed frames): as without one, only the store's own calls fail.
+    refusal = error;
+  }
+  let opening: Opening | undefined;
   let lastSweep = 0;
 
   const database = (idb: IDBFactory): Promise<IDBDatabase> => {
-    opening ??= openDatabase(idb, databaseName, recordsName, statesName).then((db) => {
-      // Another tab upgrading the schema: let it, and reopen on the next call.
-      db.onversionchange = () => {
-        db.close();
-        opening = undefined;
+    if (!opening) {
+      const current = openDatabase(idb, databaseName, recordsName, statesName);
+      const forget = () => {
+        if (opening === current) opening = undefined;
       };
-      // The browser closed the connection itself (site data cleared, storage evicted): a closed
-      // connection refuses every transaction, so reopen on the next call.
-      db.onclose = () => {
-        opening = undefined;
-      };
-      return db;
-    });
-    opening.catch(() => {
-      opening = undefined;
-    });
-    return opening;
+      current.connection.then((db) => {
+        // Another tab upgrading the schema: let it, and reopen on the next call.
+        db.onversionchange = () => {
+          db.close();
+          forget();
+        };
+        // The browser closed the connection itself (site data cleared, storage evicted): a closed
+        // connection refuses every transaction, so reopen on the next call.
+        db.onclose = forget;
+      }, forget);
+      opening = current;
+    }
+    // While another tab holds an older version open, the open request waits in IndexedDB's queue,
+    // and so would any new one: every call fails at once instead of hanging, and the pending
+    // request's connection is used once that tab lets go.
+    return Promise.race([opening.connection, opening.blocked]);
   };
 
   /** Runs `work` in one transaction over both object stores and resolves once it committed. */
@@ -91,7 +103,13 @@ export function createIndexedDbInteractionStore(options: IndexedDbInteractionSto
   ): Promise<T> => {
     // A private window or an embedded browser may have no IndexedDB: only a write or read fails,
     // as when IndexedDB refuses to open, and a run that never needs the store is not stopped.
-    if (!factory) throw new AgentError('STORE_ERROR', `Could not ${action} interaction ${id}: there is no IndexedDB in this page (pass options.indexedDB or another store)`, { details: { interactionId: id } });
+    if (!factory) {
+      const reason = refusal === undefined ? 'there is no IndexedDB in this page' : `this page may not use IndexedDB (${refusal instanceof Error ? refusal.name : 'Error'})`;
+      throw new AgentError('STORE_ERROR', `Could not ${action} interaction ${id}: ${reason} (pass options.indexedDB or another store)`, {
+        ...(refusal === undefined ? {} : { cause: refusal }),
+        details: { interactionId: id },
+      });
+    }
     try {
       const db = await database(factory);
       const transaction = db.transaction([recordsName, statesName], mode);
@@ -189,7 +207,7 @@ export function createIndexedDbInteractionStore(options: IndexedDbInteractionSto
     close() {
       const pending = opening;
       opening = undefined;
-      void pending?.then((db) => db.close()).catch(() => undefined);
+      void pending?.connection.then((db) => db.close()).catch(() => undefined);
     },
   };
 }
@@ -219,13 +237,20 @@ function addSchema(db: IDBDatabase, transaction: IDBTransaction | null, recordsN
   if (!db.objectStoreNames.contains(statesName)) db.createObjectStore(statesName);
 }
 
-function openDatabase(factory: IDBFactory, name: string, recordsName: string, statesName: string): Promise<IDBDatabase> {
-  return new Promise((resolve, reject) => {
-    let refused = false;
-    const blocked = () => {
-      refused = true;
-      reject(new DOMException(`IndexedDB database ${name} is blocked by another tab holding an older version open`, 'BlockedError'));
-    };
+/** An open request: its connection, and a promise that rejects if another tab blocks it. */
+interface Opening {
+  connection: Promise<IDBDatabase>;
+  blocked: Promise<never>;
+}
+
+function openDatabase(factory: IDBFactory, name: string, recordsName: string, statesName: string): Opening {
+  let block: (error: DOMException) => void = () => undefined;
+  const blocked = new Promise<never>((_resolve, reject) => {
+    block = reject;
+  });
+  blocked.catch(() => undefined);
+  const onblocked = () => block(new DOMException(`IndexedDB database ${name} is blocked by another tab holding an older version open`, 'BlockedError'));
+  const connection = new Promise<IDBDatabase>((resolve, reject) => {
     const open = factory.open(name);
     open.onupgradeneeded = () => addSchema(open.result, open.transaction, recordsName, statesName);
     open.onsuccess = () => {
@@ -240,18 +265,15 @@ function openDatabase(factory: IDBFactory, name: string, recordsName: string, st
       db.close();
       const upgrade = factory.open(name, version);
       upgrade.onupgradeneeded = () => addSchema(upgrade.result, upgrade.transaction, recordsName, statesName);
-      upgrade.onsuccess = () => {
-        // A blocked upgrade still completes once the other tab lets go; nobody uses this
-        // connection then, and left open it would block every later upgrade, in every tab.
-        if (refused) upgrade.result.close();
-        else resolve(upgrade.result);
-      };
+      upgrade.onsuccess = () => resolve(upgrade.result);
       upgrade.onerror = () => reject(upgrade.error);
-      upgrade.onblocked = blocked;
+      upgrade.onblocked = onblocked;
     };
     open.onerror = () => reject(open.error ?? new Error(`Could not open IndexedDB database ${name}`));
-    open.onblocked = blocked;
+    open.onblocked = onblocked;
   });
+  connection.catch(() => undefined);
+  return { connection, blocked };
 }
 
 function request<T>(pending: IDBRequest<T>): Promise<T> {

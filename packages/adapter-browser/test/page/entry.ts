@@ -176,8 +176,9 @@ const checks = {
   },
   /**
    * A connection to an older layout of the database stays open (another tab of an older app
-   * version): the store's upgrade is blocked. Once that connection closes, the store works, and a
-   * later upgrade (a newer app version) is not blocked by a connection the store left behind.
+   * version): the store's upgrade is blocked, and every call fails while it is. Once that
+   * connection closes, the store works, and a later upgrade (a newer app version) is not blocked
+   * by a connection the store left behind.
    */
   async blockedUpgrade() {
     const databaseName = `blocked-${crypto.randomUUID()}`;
@@ -188,8 +189,11 @@ const checks = {
     });
     const store = createIndexedDbInteractionStore({ databaseName });
     const blocked = await store.set('x', { meta: '{}', state: '1' }, null).then((version) => typeof version, codeOf);
+    // Still blocked: the store's next calls fail too, rather than wait behind the blocked upgrade.
+    const stillBlocked = await store.get('x').then((record) => typeof record, codeOf);
     older.close();
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // An open request queued behind the store's upgrade succeeds once that upgrade has.
+    (await openRaw(databaseName)).close();
     const after = await store.set('x', { meta: '{}', state: '1' }, null).then((version) => typeof version, codeOf);
     const upgrade = await new Promise<string>((resolve) => {
       const open = indexedDB.open(databaseName, 100);
@@ -201,7 +205,20 @@ const checks = {
       open.onerror = () => resolve(`error ${open.error?.name}`);
     });
     store.close();
-    return { blocked, after, upgrade };
+    return { blocked, stillBlocked, after, upgrade };
+  },
+  /**
+   * Overwrites the record saved by `saveInOpenStore` with a state of `bytes` characters: what the
+   * write gives, and the state read afterwards.
+   */
+  async overwriteInOpenStore(databaseName: string, bytes: number) {
+    const store = openStores.get(databaseName);
+    if (!store) throw new Error(`no open store ${databaseName}`);
+    const before = await store.get('before');
+    const written = await store.set('before', { meta: '{}', state: JSON.stringify('x'.repeat(bytes)) }, before?.version ?? null).then((version) => typeof version, codeOf);
+    const after = await store.get('before');
+    store.close();
+    return { written, kept: after?.version === before?.version ? after?.state : 'replaced' };
   },
   /** Interaction ids of several lengths and characters: what writing each gives. */
   async ids() {
@@ -227,10 +244,17 @@ const checks = {
     store.close();
     return { written, resumed: errors };
   },
-  /** An in-page run with the default store in a page without IndexedDB: how its result fails. */
-  async withoutIndexedDb(objective: string) {
+  /**
+   * An in-page run with the default store in a page without IndexedDB (`missing`), or where
+   * reading `indexedDB` throws, as Firefox does with the site's cookies blocked (`refused`): how
+   * its result fails.
+   */
+  async withoutIndexedDb(objective: string, how: 'missing' | 'refused') {
     const descriptor = Object.getOwnPropertyDescriptor(globalThis, 'indexedDB');
-    Object.defineProperty(globalThis, 'indexedDB', { value: undefined, configurable: true });
+    const refuse = () => {
+      throw new DOMException('The operation is insecure.', 'SecurityError');
+    };
+    Object.defineProperty(globalThis, 'indexedDB', how === 'missing' ? { value: undefined, configurable: true } : { get: refuse, configurable: true });
     try {
       const gemini = createSimulatedGemini();
       const backend = createGeminiBackendClient({ apiKey: 'simulated', fetch: (input, init) => gemini.fetch(new Request(input, init)) });
@@ -250,6 +274,60 @@ const checks = {
       if (descriptor) Object.defineProperty(globalThis, 'indexedDB', descriptor);
     }
   },
+  /** Writes `count` records; returns each one's version. */
+  async seed(databaseName: string, count: number) {
+    const store = createIndexedDbInteractionStore({ databaseName });
+    const versions: Record<string, string> = {};
+    for (let index = 0; index < count; index++) versions[`run-${index}`] = (await store.set(`run-${index}`, { meta: '{}', state: '"seed"' }, null)) ?? '';
+    store.close();
+    return versions;
+  },
+  /** Claims every record at the given version, all at once: the ids this tab won. */
+  async claimAll(databaseName: string, versions: Record<string, string>, tab: string) {
+    const store = createIndexedDbInteractionStore({ databaseName });
+    const won = await Promise.all(
+      Object.entries(versions).map(async ([id, version]) => ((await store.set(id, { meta: JSON.stringify({ tab }) }, version)) === undefined ? [] : [id])),
+    );
+    store.close();
+    return won.flat();
+  },
+  /**
+   * Resumes a saved run (in the `reload` database) with a model that does not answer until
+   * `finishHeld()`; resolves once the run has claimed the interaction and called the model.
+   */
+  async holdResume(interactionId: string) {
+    let release = () => undefined as void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let called = () => undefined as void;
+    const modelCalled = new Promise<void>((resolve) => (called = resolve));
+    const gemini = createSimulatedGemini();
+    const backend = createGeminiBackendClient({
+      apiKey: 'simulated',
+      fetch: async (input, init) => {
+        const request = new Request(input, init);
+        called();
+        await gate;
+        return gemini.fetch(request);
+      },
+    });
+    const client = createBrowserAgentClient({ runIn: 'page', backend, store: createIndexedDbInteractionStore({ databaseName: 'reload' }) });
+    const run = client.resumeRun(interactionId, answers({ type: 'waitForInput' } as AgentEvent), { onSuspend: answers });
+    const outcome = (async () => {
+      for await (const event of run.events) void event;
+      return run.result.then(
+        (result) => (result.success ? 'complete' : 'failed'),
+        (error: unknown) => codeOf(error),
+      );
+    })();
+    held = { release, outcome };
+    await modelCalled;
+  },
+  /** Lets the run held by `holdResume` go on: how it ends. */
+  async finishHeld() {
+    if (!held) throw new Error('no held run');
+    held.release();
+    return held.outcome;
+  },
   /** After a reload: resumes the saved run from IndexedDB and finishes it. */
   async resumeLocally(interactionId: string) {
     const run = localClient('reload').resumeRun(interactionId, answers({ type: 'waitForInput' } as AgentEvent), { onSuspend: answers });
@@ -257,11 +335,14 @@ const checks = {
     for await (const event of run.events) types.push(event.type);
     const outcome = await run.result.then(
       (result) => ({ result }),
-      (error: Error) => ({ error: error.message }),
+      (error: Error) => ({ error: error.message, code: (error as { code?: string }).code }),
     );
     return { types, ...outcome };
   },
 };
+
+/** The run `holdResume` holds. */
+let held: { release: () => void; outcome: Promise<string> } | undefined;
 
 /** Stores kept open between two checks. */
 const openStores = new Map<string, ReturnType<typeof createIndexedDbInteractionStore>>();

@@ -133,7 +133,7 @@ function mimeTypeOf(mimetype: string, field: string): string {
   return mimetype;
 }
 
-/** The part a data chunk stands for (spec §12.2, step 4), refusing data no reader of the file could use. */
+/** The part a data chunk stands for (as the reference reads a step's output), refusing data no reader of the file could use. */
 function outputPart(mimetype: string, data: string, field: string): Part {
   if (mimetype.endsWith('/storedData')) {
     const mimeType = mimeTypeOf(mimetype.slice(0, -'/storedData'.length), field);

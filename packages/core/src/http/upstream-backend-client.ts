@@ -31,7 +31,7 @@ export interface UpstreamBackendClientOptions {
 const DEFAULT_TIMEOUT_MS = 120_000;
 
 const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
-/** How much of an error body is read; the message quoted from it is cut to 500 characters (spec §11.1). */
+/** How much of an error body is read; the message quoted from it is cut to 500 characters (as the reference clients cut it). */
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
 const MAX_ERROR_MESSAGE_LENGTH = 500;
 
