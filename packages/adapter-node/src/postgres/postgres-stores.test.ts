@@ -4,7 +4,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeEventBusConformance, describeInteractionStoreConformance, describeSessionLogConformance } from '@org/core/testing';
 import * as cases from '../test-support/shared-store-cases.js';
-import { startStallingProxy } from '../test-support/stalling-proxy.js';
+import { stallingProxyFor } from '../test-support/stalling-proxy.js';
 import { startPostgresServer, type TestPostgresServer } from '../test-support/start-postgres-server.js';
 import {
   createPostgresBackends,
@@ -194,14 +194,11 @@ describe('postgres stores', () => {
     }
   });
   it('fails a query with STORE_ERROR when the database stops answering mid-operation, then works again on a new connection', async () => {
-    const target = new URL(url());
-    const proxy = await startStallingProxy({ host: target.hostname, port: Number(target.port) });
-    const through = new URL(url());
-    through.port = String(proxy.port);
+    const { proxy, url: through } = await stallingProxyFor(url());
     const prefix = freshPrefix();
     const direct = createPostgresInteractionStore({ pool: pool(), prefix });
     const version = await direct.set('i-1', { meta: '{}', state: '1' }, null);
-    const store = createPostgresInteractionStore({ url: through.href, prefix, queryTimeoutMs: 300 });
+    const store = createPostgresInteractionStore({ url: through, prefix, queryTimeoutMs: 300 });
     try {
       // One connection through the proxy, idle in the pool when the database goes silent.
       expect(await store.get('i-1')).toEqual({ meta: '{}', state: '1', version });
@@ -218,13 +215,10 @@ describe('postgres stores', () => {
     }
   });
   it('fails a subscription with STORE_ERROR when the listening connection stops answering, then listens again on a new one', async () => {
-    const target = new URL(url());
-    const proxy = await startStallingProxy({ host: target.hostname, port: Number(target.port) });
-    const through = new URL(url());
-    through.port = String(proxy.port);
+    const { proxy, url: through } = await stallingProxyFor(url());
     const prefix = freshPrefix();
     await migratePostgres({ pool: pool(), prefix });
-    const listener = createPostgresEventBus({ url: through.href, prefix, queryTimeoutMs: 300 });
+    const listener = createPostgresEventBus({ url: through, prefix, queryTimeoutMs: 300 });
     const publisher = createPostgresEventBus({ pool: pool(), prefix });
     try {
       const heard: string[] = [];
@@ -272,13 +266,10 @@ describe('postgres stores', () => {
     await expect(log.read('s-1', -1, 10)).rejects.toMatchObject({ code: 'STORE_ERROR', message: 'Session s-1 has a damaged event log at event 1' });
   });
   it('notices a listening connection that went silent while idle, and listens again on a new one', async () => {
-    const target = new URL(url());
-    const proxy = await startStallingProxy({ host: target.hostname, port: Number(target.port) });
-    const through = new URL(url());
-    through.port = String(proxy.port);
+    const { proxy, url: through } = await stallingProxyFor(url());
     const prefix = freshPrefix();
     await migratePostgres({ pool: pool(), prefix });
-    const listener = createPostgresEventBus({ url: through.href, prefix, queryTimeoutMs: 300 });
+    const listener = createPostgresEventBus({ url: through, prefix, queryTimeoutMs: 300 });
     const publisher = createPostgresEventBus({ pool: pool(), prefix });
     try {
       const heard: string[] = [];

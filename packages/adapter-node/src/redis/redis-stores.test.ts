@@ -3,7 +3,7 @@ import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeEventBusConformance, describeInteractionStoreConformance, describeSessionLogConformance } from '@org/core/testing';
 import * as cases from '../test-support/shared-store-cases.js';
-import { startStallingProxy } from '../test-support/stalling-proxy.js';
+import { stallingProxyFor } from '../test-support/stalling-proxy.js';
 import { startRedisServer, type TestRedisServer } from '../test-support/start-redis-server.js';
 import { createRedisBackends, createRedisEventBus, createRedisInteractionStore, createRedisSessionLog } from '../redis.js';
 
@@ -125,13 +125,10 @@ describe('redis stores', () => {
     await cases.expectRefusalsWithoutSecrets((target) => createRedisInteractionStore({ url: target }), [wrongPassword, unreachable], 'interaction i-1 (redis: ');
   }, 30_000);
   it('fails a command with STORE_ERROR when Redis stops answering mid-operation, then works again on a new connection', async () => {
-    const target = new URL(url());
-    const proxy = await startStallingProxy({ host: target.hostname, port: Number(target.port) });
-    const through = new URL(url());
-    through.port = String(proxy.port);
+    const { proxy, url: through } = await stallingProxyFor(url());
     const prefix = freshPrefix();
-    const store = createRedisInteractionStore({ url: through.href, prefix, commandTimeoutMs: 300 });
-    const log = createRedisSessionLog({ url: through.href, prefix, commandTimeoutMs: 300 });
+    const store = createRedisInteractionStore({ url: through, prefix, commandTimeoutMs: 300 });
+    const log = createRedisSessionLog({ url: through, prefix, commandTimeoutMs: 300 });
     try {
       const version = await store.set('i-1', { meta: '{}', state: '1' }, null);
       await log.create('s-1', { interactionId: 'i-1' });
@@ -150,11 +147,8 @@ describe('redis stores', () => {
     }
   });
   it('fails a subscription with STORE_ERROR when the subscriber connection stops answering, and still closes', async () => {
-    const target = new URL(url());
-    const proxy = await startStallingProxy({ host: target.hostname, port: Number(target.port) });
-    const through = new URL(url());
-    through.port = String(proxy.port);
-    const bus = createRedisEventBus({ url: through.href, prefix: freshPrefix(), commandTimeoutMs: 300 });
+    const { proxy, url: through } = await stallingProxyFor(url());
+    const bus = createRedisEventBus({ url: through, prefix: freshPrefix(), commandTimeoutMs: 300 });
     try {
       await bus.subscribe('session:a', () => undefined);
       proxy.stall();

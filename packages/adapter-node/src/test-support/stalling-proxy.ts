@@ -48,3 +48,14 @@ export async function startStallingProxy(target: { host: string; port: number })
     },
   };
 }
+
+/**
+ * A proxy in front of the server `serverUrl` names (a `redis://` or `postgres://` URL), and that
+ * URL with the proxy's port: a client given it reaches the server until the test stalls the proxy.
+ */
+export async function stallingProxyFor(serverUrl: string): Promise<{ proxy: StallingProxy; url: string }> {
+  const target = new URL(serverUrl);
+  const proxy = await startStallingProxy({ host: target.hostname, port: Number(target.port) });
+  target.port = String(proxy.port);
+  return { proxy, url: target.href };
+}
