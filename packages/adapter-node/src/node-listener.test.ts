@@ -248,14 +248,18 @@ describe('adapter-node: request targets', () => {
   });
 
   it('answers a handler that throws with a 500 that names no file and no secret', async () => {
+    const reported: unknown[] = [];
     server = await serve({
       handler: async () => {
         throw new Error("ENOENT: no such file or directory, open '/srv/secret/state.json' (key=AIzaSyA-123)");
       },
+      onError: (error) => reported.push(error),
     });
     const response = await fetch(`${server.url}/x`);
     expect(response.status).toBe(500);
     expect(await response.json()).toEqual({ error: { code: 'INTERNAL', message: 'The server failed to answer this request', status: 500 } });
+    // The operator learns what the client is not told.
+    expect(reported).toEqual([expect.objectContaining({ message: expect.stringContaining('/srv/secret/state.json') })]);
   });
   it('answers two Host headers, or one that names no host, with 400, and gives the handler any host name the client sent', async () => {
     const seen: string[] = [];
@@ -685,8 +689,10 @@ describe('adapter-node: streaming responses', () => {
 
   it('writes what a body yielded before it failed, then cuts the response so the client sees it incomplete', async () => {
     const encoder = new TextEncoder();
+    const reported: unknown[] = [];
     server = await serve({
       flushDelayMs: 1000,
+      onError: (error) => reported.push(error),
       handler: async () =>
         new Response(
           new ReadableStream<Uint8Array>({
@@ -706,6 +712,7 @@ describe('adapter-node: streaming responses', () => {
     // No last chunk: the client can tell the response did not end.
     expect(answer.endsWith('0\r\n\r\n')).toBe(false);
     expect(answer).not.toContain('/srv/secret');
+    expect(reported).toHaveLength(1);
   });
 });
 
