@@ -10,6 +10,9 @@ import type { AgentWorkerEnv, WorkerHandlerOptions, WorkerRequestContext } from 
 import { createDurableObjectInteractionStore } from './durable-object-interaction-store.js';
 import { createKvInteractionStore } from './kv-interaction-store.js';
 
+/** Default of `maxBodyBytesInFlight` on Workers: room within an isolate's 128 MB. */
+const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT = 64 * 1024 * 1024;
+
 /**
  * The options of core's agent handler for a Worker's or an object's options: ports built per
  * request from `env` (passed through `wrapPorts`), and the limits, CORS and owners as given.
@@ -26,6 +29,7 @@ export function agentHandlerOptionsFor<Env>(
     ...(options.runOptions ? { runOptions: (context: AgentRequestContext) => options.runOptions?.(env, withWorker(context)) } : {}),
     ...(options.resolveOwner ? { resolveOwner: (accessToken: string | undefined) => options.resolveOwner?.(accessToken, env) } : {}),
     ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }),
+    maxBodyBytesInFlight: options.maxBodyBytesInFlight ?? DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
     ...(options.keepAliveMs === undefined ? {} : { keepAliveMs: options.keepAliveMs }),
     ...(options.cors ? { cors: options.cors } : {}),
   };

@@ -135,6 +135,16 @@ describe('createHandler', () => {
     });
   });
 
+  it('refuses a body that would pass the bytes it may read at once with 429, as its limit says', async () => {
+    const worker = greeterWorker(() => createMemoryInteractionStore(), { maxBodyBytesInFlight: 1000 });
+    const response = await send(worker, agentJsonRequest({ start: { segments: [{ type: 'text', text: 'x'.repeat(2000) }] } }));
+    expect(response.status).toBe(429);
+    expect(await response.json()).toMatchObject({ error: { code: 'RATE_LIMITED' } });
+    const small = await send(worker, agentJsonRequest({ start: { segments: [{ type: 'text', text: 'Greet me' }] } }));
+    expect(small.status).toBe(200);
+    await small.text();
+  });
+
   it('answers browsers from the origins given in cors, and refuses others', async () => {
     const worker = greeterWorker((workerEnv) => createKvInteractionStore(workerEnv.INTERACTIONS_KV), { cors: { origins: ['https://app.example.com'] } });
     const preflight = (origin: string) =>

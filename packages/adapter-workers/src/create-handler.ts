@@ -59,6 +59,12 @@ export interface WorkerHandlerOptions<Env> {
   runOptions?(env: Env, context: WorkerRequestContext): Omit<RunOptions, 'signal' | 'owner'> | undefined;
   /** Refuse bodies larger than this with 413. Default 32 MiB. */
   maxBodyBytes?: number;
+  /**
+   * Most bytes of request bodies one isolate (or session object) reads at once; past it a request
+   * gets 429 `RATE_LIMITED`. Default 64 MiB: a Worker isolate and a Durable Object have 128 MB of
+   * memory, so the 256 MiB that `createAgentHandler` allows a Node server would not fit.
+   */
+  maxBodyBytesInFlight?: number;
   /** Send an SSE keep-alive comment after this much silence. Default 15 s. */
   keepAliveMs?: number;
   /** Which other origins a browser page may call from (as `createAgentHandler`'s `cors`). Default: same origin only. */
