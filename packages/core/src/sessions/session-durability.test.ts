@@ -315,6 +315,31 @@ describe('durability of sessions', () => {
     }
   });
 
+  it("does not take another writer's events for its own when its append fails", async () => {
+    const memory = createMemorySessionLog();
+    let appends = 0;
+    const log: SessionLog = {
+      ...memory,
+      async append(id, events) {
+        appends += 1;
+        if (appends !== 2) return memory.append(id, events);
+        // Another writer's events land where this append's would have, and this one fails.
+        await memory.append(id, events.map(() => '{"thought":{"text":"from elsewhere"}}'));
+        throw new AgentError('STORE_ERROR', 'The session log timed out');
+      },
+    };
+    const ports: AgentPorts = { backend: greeter(5), store: createMemoryInteractionStore() };
+    const service = createSessionService({ log, bus: createMemoryEventBus() });
+    const sessionId = await service.start(greetMe, { ports });
+    const live = await readAll(service, sessionId);
+    const stored = await memory.read(sessionId, -1, 1000);
+    const own = stored.filter((json) => !json.includes('from elsewhere'));
+    // Every event of the run is in the log once, in order, whatever else another writer put there
+    // (a reader here may see one twice: two writers number the same places).
+    expect(own).toEqual([...new Set(live.map((event) => event.json))]);
+    expect(own.map((json) => Object.keys(JSON.parse(json) as object)[0])).toContain('waitForInput');
+  });
+
   it('hands every event once and in order to a reader that stopped reading while the run went on past what it may hold', async () => {
     const log = createMemorySessionLog();
     // About 12 MB of thoughts, more than a reader may hold ahead of the log: the rest is read from it.

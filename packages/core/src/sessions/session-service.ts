@@ -198,9 +198,10 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
     /** Why the last write left events out of the log, while it still lacks them. */
     let failure: unknown;
     /**
-     * Appends one slice that starts at event `start`. When the append fails, the log is asked how
-     * far it got: an append it applied and then reported as failed (a timeout after the write)
-     * counts as done, so a retry never writes an event twice. How many events of the slice landed.
+     * Appends one slice that starts at event `start`. When the append fails, the log is read back
+     * where the slice would be: what it holds of the slice (an append it applied, or began to, and
+     * then reported as failed: a timeout after the write) counts as done, so a retry never writes
+     * an event twice. How many events of the slice landed.
      */
     const append = async (batch: string[], start: number): Promise<number> => {
       try {
@@ -208,13 +209,29 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
         await bus.publish(channel, `e:${first + batch.length - 1}`).catch(() => undefined);
         return batch.length;
       } catch (error) {
-        const count = (await log.get(sessionId).catch(() => undefined))?.eventCount;
-        const landed = count === undefined ? 0 : Math.min(batch.length, Math.max(0, count - start));
+        const landed = await landedOf(batch, start);
         if (landed > 0) await bus.publish(channel, `e:${start + landed - 1}`).catch(() => undefined);
         if (landed === batch.length) return landed;
         failure = error;
         return landed;
       }
+    };
+    /** How many of `batch`'s events the log holds from event `start` on, the same texts in the same order. */
+    const landedOf = async (batch: string[], start: number): Promise<number> => {
+      let landed = 0;
+      try {
+        while (landed < batch.length) {
+          const stored = await log.read(sessionId, start + landed - 1, batch.length - landed);
+          if (stored.length === 0) break;
+          for (const json of stored) {
+            if (json !== batch[landed]) return landed;
+            landed += 1;
+          }
+        }
+      } catch {
+        // The log cannot say: what it holds is taken to be none of it.
+      }
+      return landed;
     };
     const write = async (): Promise<void> => {
       const events = pending;
