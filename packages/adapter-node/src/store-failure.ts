@@ -60,3 +60,31 @@ export function checkTtl(ttlMs: number | undefined, factory: string): number {
   if (!Number.isSafeInteger(value) || value <= 0) throw new TypeError(`${factory}: \`ttlMs\` must be a positive whole number of milliseconds`);
   return value;
 }
+
+/** The error a database call that got no answer in time fails with; its reason word is `TIMEOUT`. */
+export class StoreTimeoutError extends Error {
+  readonly code = 'TIMEOUT';
+  constructor(database: string, timeoutMs: number) {
+    super(`TIMEOUT: no answer from ${database} within ${timeoutMs} ms`);
+    this.name = 'StoreTimeoutError';
+  }
+}
+
+/**
+ * `task`, or a {@link StoreTimeoutError} after `timeoutMs` (`onTimeout` runs first): a database
+ * that stops answering mid-call (a frozen server, a half-open connection) never holds a run.
+ */
+export async function within<T>(task: Promise<T>, database: string, timeoutMs: number, onTimeout: () => void = () => undefined): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      onTimeout();
+      reject(new StoreTimeoutError(database, timeoutMs));
+    }, timeoutMs);
+  });
+  try {
+    return await Promise.race([task, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,5 +1,5 @@
 import { AgentError } from '@org/core';
-import { storeFailure } from '../store-failure.js';
+import { storeFailure, within } from '../store-failure.js';
 import { migrateOn } from './postgres-schema.js';
 
 /** What a query resolves to, as `pg` gives it. */
@@ -70,28 +70,6 @@ const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 /** Default of {@link PostgresConnectionOptions.queryTimeoutMs}. */
 const DEFAULT_QUERY_TIMEOUT_MS = 10_000;
 
-/** The error a statement the database did not answer in time fails with (its reason word is `TIMEOUT`). */
-export class PostgresTimeoutError extends Error {
-  readonly code = 'TIMEOUT';
-  constructor(timeoutMs: number) {
-    super(`TIMEOUT: no answer from PostgreSQL within ${timeoutMs} ms`);
-    this.name = 'PostgresTimeoutError';
-  }
-}
-
-/** `task`, or a {@link PostgresTimeoutError} after `timeoutMs`. */
-export async function within<T>(task: Promise<T>, timeoutMs: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new PostgresTimeoutError(timeoutMs)), timeoutMs);
-  });
-  try {
-    return await Promise.race([task, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /**
  * Runs one statement on a connection of `pool`, failing after `timeoutMs`. A connection that
  * failed or timed out is destroyed, not given back (as `pg`'s own `pool.query` does on an error):
@@ -111,7 +89,7 @@ export async function queryWithin(pool: PostgresPoolLike, text: string, values: 
     return checkedOut.query(text, values);
   })();
   try {
-    const result = await within(work, timeoutMs);
+    const result = await within(work, 'PostgreSQL', timeoutMs);
     settled = true;
     client?.release();
     return result;

@@ -1,11 +1,9 @@
 import { createHash } from 'node:crypto';
 import { AgentError } from '@org/core';
 import type { EventBus, EventSubscription } from '@org/core';
-import { storeFailure } from '../store-failure.js';
+import { storeFailure, StoreTimeoutError, within } from '../store-failure.js';
 import {
   openPostgresConnection,
-  PostgresTimeoutError,
-  within,
   type PostgresConnection,
   type PostgresConnectionOptions,
   type PostgresNotification,
@@ -64,7 +62,7 @@ export function postgresEventBusOn(connection: PostgresConnection, close: () => 
       const heartbeat = setInterval(() => {
         if (beating) return;
         beating = true;
-        within(client.query('SELECT 1'), connection.timeoutMs)
+        within(client.query('SELECT 1'), 'PostgreSQL', connection.timeoutMs)
           .catch((error: unknown) => lost(error instanceof Error ? error : undefined))
           .finally(() => {
             beating = false;
@@ -99,9 +97,9 @@ export function postgresEventBusOn(connection: PostgresConnection, close: () => 
   // so it is given up and every channel is listened to again on a new one.
   const listenOn = async (client: PostgresPoolClientLike, name: string): Promise<void> => {
     try {
-      await within(client.query(`LISTEN "${name}"`), connection.timeoutMs);
+      await within(client.query(`LISTEN "${name}"`), 'PostgreSQL', connection.timeoutMs);
     } catch (error) {
-      if (error instanceof PostgresTimeoutError && current === client) drop?.(error);
+      if (error instanceof StoreTimeoutError && current === client) drop?.(error);
       throw error;
     }
   };
@@ -157,7 +155,7 @@ export function postgresEventBusOn(connection: PostgresConnection, close: () => 
           active = false;
           // Queued on the same connection as any later LISTEN of this channel, so the order holds.
           const client = current;
-          if (unregister() && client) await within(client.query(`UNLISTEN "${name}"`), connection.timeoutMs).catch(() => undefined);
+          if (unregister() && client) await within(client.query(`UNLISTEN "${name}"`), 'PostgreSQL', connection.timeoutMs).catch(() => undefined);
         },
       };
       return subscription;

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { storeFailure } from '../store-failure.js';
+import { storeFailure, within } from '../store-failure.js';
 
 /** A pub/sub listener as node-redis calls it. */
 export type RedisMessageListener = (message: string, channel: string) => unknown;
@@ -48,31 +48,6 @@ export interface RedisConnectionOptions {
 
 /** Default of {@link RedisConnectionOptions.commandTimeoutMs}. */
 const DEFAULT_COMMAND_TIMEOUT_MS = 10_000;
-
-/** The error a command that Redis did not answer in time fails with (its reason word is `TIMEOUT`). */
-class RedisTimeoutError extends Error {
-  readonly code = 'TIMEOUT';
-  constructor(timeoutMs: number) {
-    super(`TIMEOUT: no answer from Redis within ${timeoutMs} ms`);
-    this.name = 'RedisTimeoutError';
-  }
-}
-
-/** `task`, or a {@link RedisTimeoutError} after `timeoutMs` (then `onTimeout` runs). */
-async function within<T>(task: Promise<T>, timeoutMs: number, onTimeout: () => void = () => undefined): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      onTimeout();
-      reject(new RedisTimeoutError(timeoutMs));
-    }, timeoutMs);
-  });
-  try {
-    return await Promise.race([task, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** A Lua script with its SHA1, run with EVALSHA and loaded with EVAL when the server lacks it. */
 export interface RedisScript {
@@ -129,6 +104,7 @@ export function openRedisConnection(options: RedisConnectionOptions, factory: st
     const pending = ready();
     return within(
       pending.then((client) => client.sendCommand(args)),
+      'Redis',
       timeoutMs,
       () => {
         // A connection of ours that went silent may never answer again (node-redis would queue
@@ -143,7 +119,7 @@ export function openRedisConnection(options: RedisConnectionOptions, factory: st
     prefix,
     timeoutMs,
     command,
-    within: (task) => within(task, timeoutMs),
+    within: (task) => within(task, 'Redis', timeoutMs),
     async script(script, keys, args) {
       const tail = [String(keys.length), ...keys].concat(args);
       try {
@@ -155,12 +131,12 @@ export function openRedisConnection(options: RedisConnectionOptions, factory: st
       }
     },
     async subscriber() {
-      const subscriber = (await within(ready(), timeoutMs)).duplicate();
+      const subscriber = (await within(ready(), 'Redis', timeoutMs)).duplicate();
       // node-redis reports connection trouble as 'error' events (and reconnects by itself); an
       // unheard 'error' event would end the process.
       subscriber.on('error', () => undefined);
       // A copy of a connected client retries its first connection for ever: bound it, and stop it.
-      await within(subscriber.connect(), timeoutMs, () => destroyRedisClient(subscriber));
+      await within(subscriber.connect(), 'Redis', timeoutMs, () => destroyRedisClient(subscriber));
       return subscriber;
     },
     async close() {
@@ -209,7 +185,7 @@ export async function closeRedisClient(client: RedisSubscriberLike | undefined, 
   if (!client) return;
   try {
     // A graceful close waits for the replies still due, which a silent server never sends.
-    await within(Promise.resolve(client.close ? client.close() : client.quit?.()), timeoutMs, () => destroyRedisClient(client));
+    await within(Promise.resolve(client.close ? client.close() : client.quit?.()), 'Redis', timeoutMs, () => destroyRedisClient(client));
   } catch {
     // Already closed, or closed by force.
   }
