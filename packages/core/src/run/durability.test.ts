@@ -4,7 +4,6 @@ import { ERROR_CODES } from '../errors/index.js';
 import { defineFunction, Suspend, type FunctionGroup } from '../functions/index.js';
 import { createClaimedInteraction } from '../interactions/index.js';
 import type { AgentPorts, BackendClient, InteractionStore } from '../ports/index.js';
-import type { JsonObject } from '../protocol/content.js';
 import type { ResumeResponse } from '../protocol/resume-responses.js';
 import type { RunEvent } from '../protocol/run-events.js';
 import {
@@ -14,6 +13,7 @@ import {
   thoughtChunk,
   type ScriptedRequest,
 } from '../testing/index.js';
+import { answered, responsesIn } from '../../test/function-responses.js';
 import { checkpointState } from '../../test/saved-states.js';
 import { INTERACTION_STATE_VERSION, type InteractionState } from './interaction-state.js';
 import { resume, run, type RunOptions } from './index.js';
@@ -30,14 +30,21 @@ const done = (text: string) => [functionCallChunk('system_objective_fulfilled', 
 const ask = () => [functionCallChunk('chat_request_user_input', { user_message: 'Your name?' })];
 const answer: ResumeResponse = { input: { role: 'user', parts: [{ text: 'Ada' }] } };
 
-/** The function responses the model got in a request. */
-function responsesIn(request: ScriptedRequest | undefined): Array<{ name: string; response: JsonObject }> {
-  return (request?.body.contents ?? []).flatMap((content) =>
-    content.parts.flatMap((part) => (part.functionResponse ? [part.functionResponse as { name: string; response: JsonObject }] : [])),
-  );
-}
-const answered = (request: ScriptedRequest, name: string) => responsesIn(request).some((response) => response.name === name);
 const codeOf = (event: RunEvent | undefined) => (event?.type === 'error' ? event.code : event?.type);
+
+/** A side-effecting function that calls `onSend` each time it runs. */
+function sendEmail(onSend: () => void) {
+  return defineFunction({
+    name: 'send_email',
+    description: 'Sends an email.',
+    parameters: z.object({}),
+    sideEffects: true,
+    handler: async () => {
+      onSend();
+      return { sent: true };
+    },
+  });
+}
 
 
 type Operation = 'get' | 'set' | 'delete';
@@ -114,15 +121,8 @@ describe('durability of runs', () => {
       name: 'tools',
       functions: [
         defineFunction({ name: 'lookup', description: 'Looks up.', parameters: z.object({}), handler: async () => ({ found: true }) }),
-        defineFunction({
-          name: 'send_email',
-          description: 'Sends an email.',
-          parameters: z.object({}),
-          sideEffects: true,
-          handler: async () => {
-            sent += 1;
-            return { sent: true };
-          },
+        sendEmail(() => {
+          sent += 1;
         }),
       ],
     };
@@ -285,21 +285,7 @@ describe('durability of runs', () => {
   it('never runs a side-effecting call on a holder that lost its record: the process that took the run over runs it once', async () => {
     vi.useFakeTimers({ toFake: ['Date'], now: 1_700_000_000_000 });
     const sent: string[] = [];
-    const mail = (who: string): FunctionGroup => ({
-      name: 'mail',
-      functions: [
-        defineFunction({
-          name: 'send_email',
-          description: 'Sends an email.',
-          parameters: z.object({}),
-          sideEffects: true,
-          handler: async () => {
-            sent.push(who);
-            return { sent: true };
-          },
-        }),
-      ],
-    });
+    const mail = (who: string): FunctionGroup => ({ name: 'mail', functions: [sendEmail(() => sent.push(who))] });
     const store = createMemoryInteractionStore();
     let modelAsked: () => void = () => undefined;
     const asked = new Promise<void>((resolve) => (modelAsked = resolve));
@@ -505,23 +491,8 @@ describe('durability of runs', () => {
   });
 });
 
-
 describe('a checkpoint the store fails', () => {
-  const mail = (sent: string[]): FunctionGroup => ({
-    name: 'mail',
-    functions: [
-      defineFunction({
-        name: 'send_email',
-        description: 'Sends an email.',
-        parameters: z.object({}),
-        sideEffects: true,
-        handler: async () => {
-          sent.push('sent');
-          return { sent: true };
-        },
-      }),
-    ],
-  });
+  const mail = (sent: string[]): FunctionGroup => ({ name: 'mail', functions: [sendEmail(() => sent.push('sent'))] });
   const script = (request: ScriptedRequest) => {
     if (!answered(request, 'send_email')) return [functionCallChunk('send_email', {})];
     if (!answered(request, 'chat_request_user_input')) return ask();

@@ -13,8 +13,8 @@ import {
   createScriptedBackendClient,
   functionCallChunk,
   thoughtChunk,
-  type ScriptedRequest,
 } from '../testing/index.js';
+import { answered, responsesIn } from '../../test/function-responses.js';
 import { checkpointState } from '../../test/saved-states.js';
 import type { InteractionState } from './interaction-state.js';
 import { resume, run, type RunOptions } from './index.js';
@@ -28,15 +28,6 @@ async function collect(events: AsyncIterable<RunEvent>): Promise<RunEvent[]> {
 const start = (text: string) => ({ segments: [{ type: 'text' as const, text }] });
 const fast: RunOptions = { modelPolicy: { baseDelayMs: 1, maxDelayMs: 5 } };
 
-/** The function responses the model got in a request, by function name. */
-function responsesIn(request: ScriptedRequest | undefined): Array<{ name: string; response: JsonObject }> {
-  return (request?.body.contents ?? []).flatMap((content) =>
-    content.parts.flatMap((part) => (part.functionResponse ? [part.functionResponse as { name: string; response: JsonObject }] : [])),
-  );
-}
-
-/** Whether a request already carries a function response for `name`. */
-const answered = (request: ScriptedRequest, name: string) => responsesIn(request).some((response) => response.name === name);
 
 const done = (text: string) => [functionCallChunk('system_objective_fulfilled', { objective_outcome: text })];
 

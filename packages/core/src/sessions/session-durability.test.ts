@@ -36,6 +36,25 @@ function greeter(chunkDelayMs = 0): ScriptedBackendClient {
   }, { chunkDelayMs });
 }
 
+/**
+ * A log whose second append fails, having written `written`: nothing (a blip), the events (a
+ * timeout after the write), or other events in their place (another writer's).
+ */
+function secondAppendFails(memory: SessionLog, written: 'nothing' | 'the events' | 'other events'): { log: SessionLog; appends: () => number } {
+  let appends = 0;
+  const log: SessionLog = {
+    ...memory,
+    async append(id, events) {
+      appends += 1;
+      if (appends !== 2) return memory.append(id, events);
+      if (written === 'the events') await memory.append(id, events);
+      if (written === 'other events') await memory.append(id, events.map(() => '{"thought":{"text":"from elsewhere"}}'));
+      throw new AgentError('STORE_ERROR', 'The session log timed out');
+    },
+  };
+  return { log, appends: () => appends };
+}
+
 async function readAll(service: SessionService, sessionId: string, after = -1): Promise<SessionEvent[]> {
   const events: SessionEvent[] = [];
   for await (const event of service.events(sessionId, after)) events.push(event);
@@ -285,26 +304,16 @@ describe('durability of sessions', () => {
   });
 
   it('keeps every event in the log, once and in order, when an append fails before or after it is applied', async () => {
-    for (const when of ['before', 'after'] as const) {
-      const memory = createMemorySessionLog();
-      let appends = 0;
-      const log: SessionLog = {
-        ...memory,
-        async append(id, events) {
-          appends += 1;
-          // The second append fails: a blip that wrote nothing, or a timeout after the write.
-          if (appends !== 2) return memory.append(id, events);
-          if (when === 'after') await memory.append(id, events);
-          throw new AgentError('STORE_ERROR', 'The session log timed out');
-        },
-      };
+    // The second append fails: a blip that wrote nothing, or a timeout after the write.
+    for (const written of ['nothing', 'the events'] as const) {
+      const { log, appends } = secondAppendFails(createMemorySessionLog(), written);
       const ports: AgentPorts = { backend: greeter(5), store: createMemoryInteractionStore() };
       const service = createSessionService({ log, bus: createMemoryEventBus() });
       const sessionId = await service.start(greetMe, { ports });
       const live = await readAll(service, sessionId);
       await service.resume(sessionId, answer, { ports });
       live.push(...(await readAll(service, sessionId, (live.at(-1) as SessionEvent).index)));
-      expect(appends).toBeGreaterThan(2);
+      expect(appends()).toBeGreaterThan(2);
       // What a reader on another instance, or a reconnect, gets: the log, replayed.
       const replayed = await readAll(createSessionService({ log, bus: createMemoryEventBus() }), sessionId);
       expect(replayed.map((event) => event.index)).toEqual(replayed.map((_, index) => index));
@@ -317,17 +326,8 @@ describe('durability of sessions', () => {
 
   it("does not take another writer's events for its own when its append fails", async () => {
     const memory = createMemorySessionLog();
-    let appends = 0;
-    const log: SessionLog = {
-      ...memory,
-      async append(id, events) {
-        appends += 1;
-        if (appends !== 2) return memory.append(id, events);
-        // Another writer's events land where this append's would have, and this one fails.
-        await memory.append(id, events.map(() => '{"thought":{"text":"from elsewhere"}}'));
-        throw new AgentError('STORE_ERROR', 'The session log timed out');
-      },
-    };
+    // Another writer's events land where this append's would have, and this one fails.
+    const { log } = secondAppendFails(memory, 'other events');
     const ports: AgentPorts = { backend: greeter(5), store: createMemoryInteractionStore() };
     const service = createSessionService({ log, bus: createMemoryEventBus() });
     const sessionId = await service.start(greetMe, { ports });
