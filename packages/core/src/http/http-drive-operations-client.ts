@@ -2,6 +2,7 @@ import { AgentError, HTTP_STATUS_BY_CODE, isAgentError, type ErrorCode } from '.
 import type { DriveFile, DriveOperationsClient, DriveUploadMedia, SheetValues, SpreadsheetMetadata } from '../ports/index.js';
 import type { RetryOptions } from './gemini-backend-client.js';
 import { retryAfterMs } from './retry-after.js';
+import { readBoundedBody } from './bounded-body.js';
 
 /** Where the Drive and Sheets REST APIs live; point them at a gateway or a local fake. */
 export interface DriveBaseUrls {
@@ -301,34 +302,12 @@ async function readAnswer(call: Call, response: Response, maxResponseBytes: numb
 }
 
 /** Reads at most `limit` bytes; beyond it either truncates (error bodies) or fails. */
-async function readBody(response: Response, limit: number, truncate: boolean, call: Call): Promise<Uint8Array> {
+function readBody(response: Response, limit: number, truncate: boolean, call: Call): Promise<Uint8Array> {
   const tooLarge = (): AgentError =>
     new AgentError('UPSTREAM_ERROR', `${PREFIX} ${call.operation} answered with more than ${limit} bytes`, {
       details: { operation: call.operation, status: response.status, limit },
     });
-  const declared = Number(response.headers.get('content-length') ?? Number.NaN);
-  if (!truncate && Number.isFinite(declared) && declared > limit) {
-    await response.body?.cancel().catch(() => undefined);
-    throw tooLarge();
-  }
-  if (!response.body) return new Uint8Array(0);
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    if (total + value.byteLength > limit) {
-      await reader.cancel().catch(() => undefined);
-      if (!truncate) throw tooLarge();
-      chunks.push(value.subarray(0, limit - total));
-      total = limit;
-      break;
-    }
-    chunks.push(value);
-    total += value.byteLength;
-  }
-  return concat(chunks, total);
+  return readBoundedBody(response, limit, { tooLarge, truncate });
 }
 
 interface GoogleErrorEnvelope {
@@ -592,15 +571,4 @@ function trimSlash(url: string): string {
 
 function decodeText(bytes: Uint8Array): string {
   return new TextDecoder().decode(bytes);
-}
-
-function concat(chunks: Uint8Array[], total: number): Uint8Array {
-  if (chunks.length === 1 && chunks[0]!.byteLength === total) return chunks[0]!;
-  const out = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return out;
 }

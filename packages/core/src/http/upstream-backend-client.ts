@@ -1,6 +1,7 @@
 import { AgentError } from '../errors/index.js';
 import type { BackendClient, ExecuteStepResponse, UploadGeminiFileResponse } from '../ports/index.js';
 import { createGeminiBackendClient, type RetryOptions } from './gemini-backend-client.js';
+import { readBoundedBody } from './bounded-body.js';
 import { readLimitedText } from './providers/provider-transport.js';
 import { redactSecrets, secretsOfUrl } from './redact.js';
 
@@ -163,30 +164,12 @@ export function createUpstreamBackendClient(options: UpstreamBackendClientOption
  */
 async function readBody(path: string, response: Response, limit: number, onRead: () => void): Promise<string> {
   const tooLarge = () => new AgentError('UPSTREAM_ERROR', `${path} answered with more than the ${limit} bytes an answer may have`);
-  const declared = Number(response.headers.get('content-length') ?? Number.NaN);
-  if (declared > limit) {
-    void response.body?.cancel().catch(() => undefined);
-    throw tooLarge();
-  }
-  if (!response.body) return '';
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  const pieces: string[] = [];
-  let size = 0;
+  let bytes: Uint8Array;
   try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      onRead();
-      size += value.byteLength;
-      if (size > limit) throw tooLarge();
-      pieces.push(decoder.decode(value, { stream: true }));
-    }
+    bytes = await readBoundedBody(response, limit, { tooLarge, onRead });
   } catch (error) {
-    void reader.cancel().catch(() => undefined);
     if (error instanceof AgentError) throw error;
     throw new AgentError('UPSTREAM_ERROR', `${path} broke off while answering`);
   }
-  pieces.push(decoder.decode());
-  return pieces.join('');
+  return new TextDecoder().decode(bytes);
 }
