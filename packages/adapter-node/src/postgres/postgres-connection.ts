@@ -75,7 +75,7 @@ const DEFAULT_QUERY_TIMEOUT_MS = 10_000;
  * failed or timed out is destroyed, not given back (as `pg`'s own `pool.query` does on an error):
  * a silent one would otherwise fail every later statement that the pool handed it.
  */
-export async function queryWithin(pool: PostgresPoolLike, text: string, values: unknown[] | undefined, timeoutMs: number): Promise<PostgresQueryResult> {
+async function queryWithin(pool: PostgresPoolLike, text: string, values: unknown[] | undefined, timeoutMs: number): Promise<PostgresQueryResult> {
   let client: PostgresPoolClientLike | undefined;
   let settled = false;
   const work = (async () => {

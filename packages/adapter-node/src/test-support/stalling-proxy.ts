@@ -14,7 +14,7 @@ export interface StallingProxy {
 }
 
 /** Starts a {@link StallingProxy} on a free loopback port in front of `target`. */
-export async function startStallingProxy(target: { host: string; port: number }): Promise<StallingProxy> {
+async function startStallingProxy(target: { host: string; port: number }): Promise<StallingProxy> {
   const pairs: Array<{ client: Socket; upstream: Socket; stalled: boolean }> = [];
   const server = createServer((client) => {
     const upstream = connect(target.port, target.host);
